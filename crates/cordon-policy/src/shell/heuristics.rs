@@ -1,0 +1,445 @@
+//! Built-in knowledge about commands: which are dangerous, which only read.
+//!
+//! These are not decisions. The policy files name them (`heuristic = "dangerous"` or
+//! `heuristic = "read-only"` in a rule), so users can see them, raise or lower them, and
+//! replace them with rules of their own.
+
+use super::SimpleCommand;
+use super::wrappers::program_name;
+
+/// A named built-in classifier a rule can refer to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Heuristic {
+    /// Commands that destroy data, rewrite history, raise privileges or load foreign code.
+    Dangerous,
+    /// Commands known to only read.
+    ReadOnly,
+}
+
+impl Heuristic {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "dangerous" => Some(Heuristic::Dangerous),
+            "read-only" => Some(Heuristic::ReadOnly),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Heuristic::Dangerous => "dangerous",
+            Heuristic::ReadOnly => "read-only",
+        }
+    }
+
+    pub fn matches(self, cmd: &SimpleCommand) -> bool {
+        match self {
+            Heuristic::Dangerous => danger(cmd).is_some(),
+            Heuristic::ReadOnly => is_read_only(cmd),
+        }
+    }
+}
+
+/// Variables that make programs load or run other code. Setting one turns an ordinary
+/// command into a way to run anything.
+fn loads_code(var: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "PATH",
+        "BASH_ENV",
+        "ENV",
+        "IFS",
+        "PROMPT_COMMAND",
+        "PS4",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PAGER",
+        "MANPAGER",
+        "EDITOR",
+        "VISUAL",
+        "BROWSER",
+        "SSH_ASKPASS",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PYTHONHOME",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "PERL5OPT",
+        "PERL5LIB",
+        "PERLLIB",
+        "RUBYOPT",
+        "RUBYLIB",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "RUSTC_WRAPPER",
+        "RUSTC",
+        "CARGO_BUILD_RUSTC_WRAPPER",
+        "ZDOTDIR",
+        "HOME",
+        "XDG_CONFIG_HOME",
+    ];
+    EXACT.contains(&var) || ["GIT_", "LD_", "DYLD_"].iter().any(|p| var.starts_with(p))
+}
+
+fn short_flags(words: &[String]) -> impl Iterator<Item = &str> {
+    words
+        .iter()
+        .skip(1)
+        .map(String::as_str)
+        .filter(|a| a.starts_with('-') && !a.starts_with("--") && a.len() > 1)
+        .map(|a| &a[1..])
+}
+
+fn has_flag(words: &[String], short: char, long: &[&str]) -> bool {
+    short_flags(words).any(|f| f.contains(short))
+        || words.iter().skip(1).any(|a| {
+            long.iter()
+                .any(|l| a == l || a.starts_with(&format!("{l}=")))
+        })
+}
+
+fn has_any(words: &[String], options: &[&str]) -> bool {
+    words.iter().skip(1).any(|a| options.contains(&a.as_str()))
+}
+
+/// Why a command is dangerous, or `None`.
+pub fn danger(cmd: &SimpleCommand) -> Option<String> {
+    if let Some(w) = cmd
+        .via
+        .iter()
+        .find(|v| matches!(v.as_str(), "sudo" | "doas"))
+    {
+        return Some(format!("runs with raised privileges through `{w}`"));
+    }
+    if let Some(v) = cmd.assignments.iter().find(|v| loads_code(v)) {
+        return Some(format!(
+            "sets `{v}`, which can make programs run other code"
+        ));
+    }
+    if let Some(t) = cmd.writes.iter().find(|t| t.starts_with("/dev/")) {
+        return Some(format!("writes to the device `{t}`"));
+    }
+    let words = &cmd.words;
+    let name = program_name(words.first()?)?;
+    let why = match name {
+        "sudo" | "doas" | "su" | "pkexec" | "runuser" => "raises privileges",
+        "rm" if has_flag(words, 'r', &["--recursive"])
+            || has_flag(words, 'R', &[])
+            || has_flag(words, 'f', &["--force", "--no-preserve-root"]) =>
+        {
+            "deletes recursively or without asking"
+        }
+        "find"
+            if has_any(
+                words,
+                &[
+                    "-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0",
+                    "-fprintf", "-fls",
+                ],
+            ) =>
+        {
+            "deletes, writes or runs commands on every file it finds"
+        }
+        "git" => return git_danger(words),
+        "chmod" | "chown" | "chgrp" if has_flag(words, 'R', &["--recursive"]) => {
+            "changes ownership or permissions recursively"
+        }
+        "dd" | "shred" | "wipefs" | "mkswap" | "fdisk" | "sfdisk" | "parted" | "losetup"
+        | "truncate" | "chattr" => "can destroy data in place",
+        n if n.starts_with("mkfs") => "creates a file system, destroying what was there",
+        "shutdown" | "reboot" | "poweroff" | "halt" | "init" | "telinit" => "stops the machine",
+        "killall" | "pkill" => "kills processes by name",
+        "kill" if words.iter().skip(1).any(|a| a == "-1") => "kills every process it can",
+        "systemctl"
+            if !words.get(1).is_some_and(|s| {
+                matches!(
+                    s.as_str(),
+                    "status" | "show" | "cat" | "is-active" | "is-enabled"
+                ) || s.starts_with("list-")
+            }) =>
+        {
+            "changes system services"
+        }
+        "crontab" if has_flag(words, 'r', &[]) => "removes every scheduled job",
+        "npm" | "pnpm" | "yarn" | "cargo" | "twine" | "gem"
+            if words
+                .get(1)
+                .is_some_and(|s| s == "publish" || s == "push" || s == "upload") =>
+        {
+            "publishes a package"
+        }
+        "docker" | "podman"
+            if words.get(1).is_some_and(|s| s == "system" || s == "volume")
+                && has_any(words, &["prune", "rm"]) =>
+        {
+            "deletes containers, images or volumes"
+        }
+        _ => return None,
+    };
+    Some(why.to_string())
+}
+
+/// Global options git takes before its subcommand.
+fn git_subcommand(words: &[String]) -> (Option<usize>, Option<String>) {
+    let mut i = 1;
+    while i < words.len() {
+        let a = words[i].as_str();
+        if a == "-c" || a.starts_with("--config-env") || a.starts_with("--exec-path") {
+            return (
+                None,
+                Some(format!("`git {a}` can make git run any program")),
+            );
+        }
+        if matches!(a, "-C" | "--git-dir" | "--work-tree" | "--namespace") {
+            i += 2;
+        } else if a.starts_with('-') {
+            i += 1;
+        } else {
+            return (Some(i), None);
+        }
+    }
+    (None, None)
+}
+
+fn git_danger(words: &[String]) -> Option<String> {
+    let (sub, why) = git_subcommand(words);
+    if why.is_some() {
+        return why;
+    }
+    let i = sub?;
+    let args = &words[i..];
+    let why = match args[0].as_str() {
+        "push"
+            if has_flag(
+                args,
+                'f',
+                &[
+                    "--force",
+                    "--force-with-lease",
+                    "--force-if-includes",
+                    "--mirror",
+                    "--delete",
+                    "--prune",
+                ],
+            ) || has_flag(args, 'd', &[])
+                || args
+                    .iter()
+                    .skip(1)
+                    .any(|a| a.starts_with('+') || a.starts_with(':')) =>
+        {
+            "rewrites or deletes history on the remote"
+        }
+        "reset" if has_any(args, &["--hard", "--merge", "--keep"]) => "discards uncommitted work",
+        "clean" if has_flag(args, 'f', &["--force"]) => "deletes untracked files",
+        "checkout" if has_any(args, &["--", ".", "-f", "--force"]) => "discards uncommitted work",
+        "restore"
+            if !has_any(args, &["--staged", "-S"]) || has_any(args, &["--worktree", "-W"]) =>
+        {
+            "discards uncommitted work"
+        }
+        "branch"
+            if has_flag(args, 'D', &[])
+                || (has_any(args, &["--delete", "-d"]) && has_flag(args, 'f', &["--force"])) =>
+        {
+            "deletes a branch that may not be merged"
+        }
+        "stash" if args.get(1).is_some_and(|s| s == "drop" || s == "clear") => {
+            "deletes stashed work"
+        }
+        "filter-branch" | "filter-repo" => "rewrites history",
+        "reflog" if args.get(1).is_some_and(|s| s == "expire" || s == "delete") => {
+            "deletes the record of where branches were"
+        }
+        "update-ref" if has_flag(args, 'd', &[]) => "deletes a ref",
+        "gc" if args.iter().any(|a| a.starts_with("--prune")) => "deletes unreachable objects",
+        "config"
+            if args.iter().skip(1).any(|a| {
+                [
+                    "core.",
+                    "alias.",
+                    "credential.",
+                    "url.",
+                    "include",
+                    "filter.",
+                    "diff.",
+                    "merge.",
+                    "gpg.",
+                    "protocol.",
+                    "uploadpack.",
+                    "receive.",
+                ]
+                .iter()
+                .any(|p| a.to_ascii_lowercase().starts_with(p))
+            }) =>
+        {
+            "sets git configuration that can run programs"
+        }
+        _ => return None,
+    };
+    Some(why.to_string())
+}
+
+/// True for commands known to only read (and not to run other programs).
+pub fn is_read_only(cmd: &SimpleCommand) -> bool {
+    if !cmd.writes.is_empty()
+        || cmd.assignments.iter().any(|v| loads_code(v))
+        || cmd.via.iter().any(|v| v == "sudo" || v == "doas")
+    {
+        return false;
+    }
+    let words = &cmd.words;
+    let Some(name) = words.first().and_then(|w| program_name(w)) else {
+        return false;
+    };
+    match name {
+        "ls" | "cat" | "head" | "tail" | "wc" | "pwd" | "echo" | "printf" | "which" | "whoami"
+        | "id" | "uname" | "stat" | "file" | "du" | "df" | "diff" | "cmp" | "basename"
+        | "dirname" | "realpath" | "readlink" | "true" | "false" | "test" | "[" | "cut" | "tr"
+        | "nl" | "comm" | "printenv" | "grep" | "egrep" | "fgrep" | "column" | "od" | "md5sum"
+        | "sha1sum" | "sha256sum" | "sha512sum" | "jq" | "type" | "whereis" => true,
+        "env" => words.len() == 1,
+        "sort" => !has_flag(words, 'o', &["--output"]),
+        "uniq" => words.iter().skip(1).filter(|a| !a.starts_with('-')).count() <= 1,
+        "date" => !has_flag(words, 's', &["--set"]),
+        "hostname" => words.len() == 1,
+        "tree" => !has_flag(words, 'o', &[]),
+        "rg" => !words.iter().any(|a| a.starts_with("--pre")),
+        "find" => !has_any(
+            words,
+            &[
+                "-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf",
+                "-fls",
+            ],
+        ),
+        "git" => git_read_only(words),
+        _ => false,
+    }
+}
+
+fn git_read_only(words: &[String]) -> bool {
+    let (Some(i), None) = git_subcommand(words) else {
+        return false;
+    };
+    let args = &words[i..];
+    if args
+        .iter()
+        .any(|a| a.starts_with("--output") || a.starts_with("--ext-diff"))
+    {
+        return false;
+    }
+    let listing_only =
+        |allowed: &[&str]| args.iter().skip(1).all(|a| allowed.contains(&a.as_str()));
+    match args[0].as_str() {
+        "status" | "log" | "diff" | "show" | "blame" | "rev-parse" | "ls-files" | "ls-tree"
+        | "describe" | "shortlog" | "cat-file" | "merge-base" | "rev-list" | "name-rev"
+        | "count-objects" | "version" | "grep" => true,
+        "branch" => listing_only(&[
+            "-a",
+            "-r",
+            "-v",
+            "-vv",
+            "--list",
+            "--show-current",
+            "--all",
+            "--remotes",
+        ]),
+        "remote" => listing_only(&["-v", "--verbose"]),
+        "tag" => listing_only(&["-l", "--list"]),
+        "stash" | "worktree" => args.get(1).is_some_and(|s| s == "list"),
+        "config" => args
+            .iter()
+            .skip(1)
+            .any(|a| matches!(a.as_str(), "--get" | "--get-all" | "--list" | "-l")),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::shell::{Role, analyse};
+
+    fn first(script: &str) -> crate::shell::SimpleCommand {
+        analyse(script)
+            .commands
+            .into_iter()
+            .find(|c| c.role == Role::Runs)
+            .expect("a command")
+    }
+
+    #[test]
+    fn dangerous_commands() {
+        for s in [
+            "rm -rf build",
+            "rm -r x",
+            "rm -f x",
+            "rm --recursive x",
+            "rm -R x",
+            "find . -delete",
+            "find . -exec rm {} +",
+            "git push --force",
+            "git push -f origin",
+            "git push origin +main",
+            "git push origin :main",
+            "git reset --hard HEAD~1",
+            "git clean -fdx",
+            "git checkout -- .",
+            "git branch -D x",
+            "git stash clear",
+            "git -c core.pager=sh log",
+            "chmod -R 777 .",
+            "dd if=/dev/zero of=x",
+            "PATH=/tmp ls",
+            "LD_PRELOAD=x.so ls",
+            "sudo ls",
+            "echo x > /dev/sda",
+            "git config core.hooksPath .hooks",
+            "mkfs.ext4 /dev/x",
+            "npm publish",
+        ] {
+            assert!(super::danger(&first(s)).is_some(), "{s}");
+        }
+        for s in [
+            "rm x",
+            "git push",
+            "git status",
+            "ls -la",
+            "find . -name x",
+            "LANG=C ls",
+        ] {
+            assert!(super::danger(&first(s)).is_none(), "{s}");
+        }
+    }
+
+    #[test]
+    fn read_only_commands() {
+        for s in [
+            "ls -la",
+            "git status",
+            "git log --oneline",
+            "git diff HEAD",
+            "cat README.md",
+            "grep -rn foo src",
+            "find . -name '*.rs'",
+            "git branch",
+            "wc -l x",
+        ] {
+            assert!(super::is_read_only(&first(s)), "{s}");
+        }
+        for s in [
+            "ls > out",
+            "sort -o x y",
+            "git branch -D x",
+            "find . -delete",
+            "git commit",
+            "./ls",
+            "git diff --output=x",
+            "rg --pre sh x",
+            "uniq a b",
+            "PATH=/x ls",
+            "git -c core.pager=sh log",
+        ] {
+            assert!(!super::is_read_only(&first(s)), "{s}");
+        }
+    }
+}
