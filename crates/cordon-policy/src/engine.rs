@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::checkers::{CheckerRule, Environment, ExternalRunner, run_checker};
 use crate::load::{LoadIssue, PolicySet};
-use crate::rule::{CallView, CommandView, Rule, RuleSource, ToolPattern};
+use crate::rule::{CallView, CommandView, Rule, ToolPattern};
 use crate::shell::{self, Role, SimpleCommand};
 use crate::tools::DEFAULT_SHELL_TOOLS;
 use crate::types::{ApprovalMode, Decision, ToolCall};
@@ -24,8 +24,10 @@ pub struct RuleSummary {
     pub name: Option<String>,
     /// `tier:file:line`, or the settings it came from.
     pub source: String,
-    #[serde(flatten)]
-    pub location: RuleSource,
+    /// The policy file, or `null` for built-in rules and rules from settings.
+    pub file: Option<std::path::PathBuf>,
+    /// 1-based line of the rule in its file; 0 for rules from settings.
+    pub line: usize,
     pub tier: crate::types::Tier,
     pub priority: u16,
     pub effective_priority: f64,
@@ -46,7 +48,8 @@ impl RuleSummary {
         RuleSummary {
             name: rule.name.clone(),
             source,
-            location: rule.source.clone(),
+            file: rule.source.file.clone(),
+            line: rule.source.line,
             tier: rule.tier,
             priority: rule.priority,
             effective_priority: rule.effective_priority(),
@@ -455,9 +458,10 @@ impl PolicyEngine {
             .copied()
             .filter(|r| r.is_guard())
             .find(|r| r.matcher.conditions_hold(view, Some(cv)));
-        if let Some(g) = guard
-            && g.decision > v.decision
-        {
+        // A guard at least as strict as the decision explains it better than a tool-wide rule.
+        if let Some(g) = guard.filter(|g| {
+            g.decision > v.decision || (g.decision == v.decision && v.decision == Decision::AskUser)
+        }) {
             let why = shell::danger(cmd).unwrap_or_else(|| "is dangerous".into());
             v = Verdict {
                 decision: g.decision,

@@ -1,1 +1,28 @@
-fn main() {}
+//! `cordon`: the command-line front of the policy engine (and, later, the sandbox).
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Exit statuses cordon itself uses. Documented in the README.
+pub mod exit {
+    /// Success.
+    pub const OK: u8 = 0;
+    /// `policy lint` found errors.
+    pub const LINT_ERRORS: u8 = 1;
+    /// A bad call: unknown flag, malformed JSON, policy files that do not load.
+    pub const USAGE: u8 = 2;
+}
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    match cli::run(args) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("cordon: error: {e:#}");
+            ExitCode::from(exit::USAGE)
+        }
+    }
+}

@@ -48,6 +48,8 @@ pub struct SettingsRules {
 pub struct PolicySources {
     /// Load cordon's built-in default policies (tier 1).
     pub builtin: bool,
+    /// More tier-1 policy directories (another agent's shipped defaults).
+    pub default_dirs: Vec<PathBuf>,
     /// Tier 2. Allow rules and yolo-mode rules from extensions are ignored: an extension may
     /// only make things stricter.
     pub extension_dirs: Vec<PathBuf>,
@@ -105,6 +107,9 @@ pub fn load(sources: &PolicySources) -> PolicySet {
             let label = format!("builtin:{name}");
             set.add(parse_policy_text(text, None, &label, Tier::Default));
         }
+    }
+    for dir in &sources.default_dirs {
+        load_dir(&mut set, dir, Tier::Default, sources);
     }
     for dir in &sources.extension_dirs {
         load_dir(&mut set, dir, Tier::Extension, sources);

@@ -132,10 +132,13 @@ pub(super) fn unwrap(w: &mut Walker, mut cmd: SimpleCommand, stdin: Option<HereD
 fn push_context(w: &mut Walker, cmd: SimpleCommand, label: &str) -> Vec<String> {
     let mut via = cmd.via.clone();
     via.push(label.to_string());
-    if !cmd.writes.is_empty() {
-        let mut writes = SimpleCommand::new(Vec::new(), &cmd.via, Role::Runs);
-        writes.writes = cmd.writes.clone();
-        w.push(writes);
+    // What the wrapper's own redirections write and the variables it sets apply whatever the
+    // script does, so they are judged on their own.
+    if !cmd.writes.is_empty() || !cmd.assignments.is_empty() {
+        let mut bare = SimpleCommand::new(Vec::new(), &cmd.via, Role::Runs);
+        bare.writes = cmd.writes.clone();
+        bare.assignments = cmd.assignments.clone();
+        w.push(bare);
     }
     w.push(SimpleCommand {
         role: Role::Context,

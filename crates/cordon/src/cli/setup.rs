@@ -1,0 +1,144 @@
+//! Turning flags into policy sources, an engine, and tool calls.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use cordon_policy::{
+    CheckOptions, Environment, PolicyEngine, PolicySet, PolicySources, SettingsRules, ToolCall,
+    load,
+};
+use serde_json::Value;
+
+use super::{CallFlags, PolicyFlags};
+
+/// `/etc/cordon/policies`, unless a packager or a test points elsewhere. The directory is
+/// refused anyway if anyone but root can write it.
+fn admin_dir() -> PathBuf {
+    std::env::var_os("CORDON_ADMIN_POLICY_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/etc/cordon/policies"))
+}
+
+/// `$XDG_CONFIG_HOME/cordon/policies` or `~/.config/cordon/policies`.
+pub fn user_policy_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("cordon").join("policies"))
+}
+
+impl PolicyFlags {
+    pub fn options(&self) -> CheckOptions {
+        CheckOptions {
+            mode: self.mode,
+            non_interactive: self.non_interactive,
+        }
+    }
+
+    pub fn environment(&self) -> anyhow::Result<Environment> {
+        let cwd = std::env::current_dir().context("cannot read the current directory")?;
+        let workspaces = if self.workspaces.is_empty() {
+            vec![cwd.clone()]
+        } else {
+            self.workspaces.iter().map(|w| cwd.join(w)).collect()
+        };
+        for w in &workspaces {
+            if !w.is_dir() {
+                bail!("--workspace {}: not a directory", w.display());
+            }
+        }
+        Ok(Environment { cwd, workspaces })
+    }
+
+    pub fn sources(&self, env: &Environment) -> PolicySources {
+        let user_dirs = if self.policy_dirs.is_empty() {
+            user_policy_dir().into_iter().collect()
+        } else {
+            self.policy_dirs.clone()
+        };
+        PolicySources {
+            builtin: !self.no_defaults && self.default_dirs.is_empty(),
+            default_dirs: self.default_dirs.clone(),
+            extension_dirs: self.extension_dirs.clone(),
+            workspace_dirs: env
+                .workspaces
+                .iter()
+                .map(|w| w.join(".cordon").join("policies"))
+                .collect(),
+            trust_workspace: self.trust_workspace,
+            user_dirs,
+            admin_dir: Some(admin_dir()),
+            settings: SettingsRules {
+                excluded_tools: self.excluded_tools.clone(),
+                allowed_tools: self.allowed_tools.clone(),
+            },
+            required_dirs: self
+                .policy_dirs
+                .iter()
+                .chain(&self.extension_dirs)
+                .chain(&self.default_dirs)
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// Loads every source and builds the engine; a policy that does not load is a bad call.
+    pub fn engine(&self) -> anyhow::Result<PolicyEngine> {
+        let env = self.environment()?;
+        let set: PolicySet = load(&self.sources(&env));
+        for w in set.issues.iter().filter(|i| !i.is_error()) {
+            eprintln!("cordon: {w}");
+        }
+        let mut engine = PolicyEngine::new(set, env).map_err(|errors| {
+            let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            anyhow::anyhow!(
+                "the policy files have {} error(s); cordon will not decide with a policy it cannot read in full:\n{}",
+                errors.len(),
+                list.join("\n")
+            )
+        })?;
+        engine.add_shell_tools(self.shell_tools.iter().cloned());
+        Ok(engine)
+    }
+}
+
+pub fn parse_json_object(what: &str, text: &str) -> anyhow::Result<serde_json::Map<String, Value>> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(other) => bail!("{what} must be a JSON object, not {}", kind(&other)),
+        Err(e) => bail!("{what} is not valid JSON: {e}"),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl CallFlags {
+    pub fn call(&self) -> anyhow::Result<ToolCall> {
+        let Some(tool) = &self.tool else {
+            bail!("--tool NAME is required (or use --jsonl)")
+        };
+        if tool.is_empty() {
+            bail!("--tool cannot be empty");
+        }
+        let args = match &self.args {
+            Some(a) => Value::Object(parse_json_object("--args", a)?),
+            None => Value::Object(Default::default()),
+        };
+        let mut call = ToolCall::new(tool.clone(), args);
+        call.server = self.server.clone();
+        if let Some(a) = &self.annotations {
+            call.annotations = Some(parse_json_object("--annotations", a)?);
+        }
+        Ok(call)
+    }
+}
