@@ -1,10 +1,12 @@
 //! The decision: which rule wins for a call, and what the shell analysis and checkers add.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use crate::checkers::{CheckerRule, Environment, ExternalRunner, run_checker};
 use crate::load::{LoadIssue, PolicySet};
-use crate::rule::{CallView, CommandView, Rule, ToolPattern};
+use crate::rule::{CallView, CommandCondition, CommandView, Rule, ToolPattern};
 use crate::shell::{self, Role, SimpleCommand};
 use crate::tools::DEFAULT_SHELL_TOOLS;
 use crate::types::{ApprovalMode, Decision, ToolCall};
@@ -110,16 +112,151 @@ pub struct CheckerTrace {
 pub struct PolicyEngine {
     /// Best first: effective priority descending, then load order.
     rules: Vec<Rule>,
+    /// For a command name, the rules (as indices into `rules`, best first) whose commandPrefix
+    /// starts with it. Most rules name a command, so a command is only weighed against its own.
+    by_command: HashMap<String, Vec<usize>>,
+    /// For the first space-separated token of a command's text, the commandRegex rules whose
+    /// every match starts with that token.
+    by_first_token: HashMap<String, Vec<usize>>,
+    /// Rules that may match any command, best first.
+    unindexed: Vec<usize>,
+    /// For a tool name, the rules limited to exact tool names that include it.
+    by_tool: HashMap<String, Vec<usize>>,
+    /// Rules with `*`, prefix or MCP tool patterns.
+    any_tool: Vec<usize>,
     checkers: Vec<CheckerRule>,
     shell_tools: Vec<String>,
     env: Environment,
 }
 
+/// Why a verdict was reached, turned into words only for the verdict that is reported.
+enum Why<'a> {
+    Rule(&'a str),
+    NoRule(&'a str),
+    NoProgram(&'a SimpleCommand),
+    Redirect(&'a SimpleCommand),
+    Danger(&'a SimpleCommand),
+    Context(&'a str),
+    Text(String),
+}
+
 /// One candidate decision, and the rule behind it.
-struct Verdict<'r> {
+struct Verdict<'r, 'a> {
     decision: Decision,
     rule: Option<&'r Rule>,
-    reason: String,
+    why: Why<'a>,
+}
+
+impl Verdict<'_, '_> {
+    fn reason(&self, mode: ApprovalMode) -> String {
+        let shown = |c: &SimpleCommand| {
+            if !c.words.is_empty() {
+                format!("`{}`", c.text)
+            } else if !c.writes.is_empty() {
+                format!("a redirection to `{}`", c.writes.join("`, `"))
+            } else {
+                format!("setting `{}`", c.assignments.join("`, `"))
+            }
+        };
+        match &self.why {
+            Why::Rule(what) => match self.rule {
+                Some(r) => {
+                    let name = r
+                        .name
+                        .as_deref()
+                        .map(|n| format!(" \"{n}\""))
+                        .unwrap_or_default();
+                    format!(
+                        "`{what}` matches rule{name} ({}, priority {:.3}): {}",
+                        r.source.label,
+                        r.effective_priority(),
+                        r.decision
+                    )
+                }
+                None => format!("`{what}`: {}", self.decision),
+            },
+            Why::NoRule(what) => {
+                format!("no rule matches `{what}`; the default for {mode} mode applies")
+            }
+            Why::NoProgram(c) => format!("{} runs no program", shown(c)),
+            Why::Redirect(c) => format!(
+                "{} writes to `{}` through a redirection",
+                shown(c),
+                c.writes.join("`, `")
+            ),
+            Why::Danger(c) => {
+                let why = shell::danger(c).unwrap_or_else(|| "is dangerous".into());
+                format!("{} {why}", shown(c))
+            }
+            Why::Context(text) => format!("`{text}` matches a rule that says {}", self.decision),
+            Why::Text(t) => t.clone(),
+        }
+    }
+}
+
+/// One call being decided: which rules apply to its tool in this mode.
+struct Scope<'e, 'c> {
+    engine: &'e PolicyEngine,
+    view: CallView<'c>,
+    applicable: Vec<bool>,
+    /// The engine's unindexed rules that apply to this call, best first.
+    unindexed: Vec<usize>,
+    opts: CheckOptions,
+}
+
+impl<'e> Scope<'e, '_> {
+    /// Rules that may match this command (or, for `None`, a call or a whole script), best first.
+    fn candidates(&self, cmd: Option<&CommandView<'_>>) -> impl Iterator<Item = &'e Rule> + '_ {
+        let e = self.engine;
+        let list = |index: &'e HashMap<String, Vec<usize>>, key: Option<&str>| -> &'e [usize] {
+            key.and_then(|k| index.get(k)).map_or(&[], Vec::as_slice)
+        };
+        let named = list(
+            &e.by_command,
+            cmd.and_then(|c| c.command).and_then(SimpleCommand::name),
+        );
+        let token = list(
+            &e.by_first_token,
+            cmd.and_then(|c| c.text.split(' ').next()),
+        );
+        let indexed = merge_sorted(named.iter().copied(), token.iter().copied());
+        merge_sorted(indexed, self.unindexed.iter().copied())
+            .filter(|&i| self.applicable[i])
+            .map(move |i| &e.rules[i])
+    }
+
+    fn matching<'s>(
+        &'s self,
+        cv: Option<&'s CommandView<'_>>,
+    ) -> impl Iterator<Item = &'e Rule> + 's {
+        self.candidates(cv)
+            .filter(move |r| r.matcher.conditions_hold(&self.view, cv))
+    }
+
+    fn default_decision(&self) -> Decision {
+        if self.opts.mode == ApprovalMode::Yolo {
+            Decision::Allow
+        } else {
+            Decision::AskUser
+        }
+    }
+}
+
+/// Merges two ascending sequences of rule indices into one, dropping repeats.
+fn merge_sorted(
+    a: impl Iterator<Item = usize>,
+    b: impl Iterator<Item = usize>,
+) -> impl Iterator<Item = usize> {
+    let (mut a, mut b) = (a.peekable(), b.peekable());
+    std::iter::from_fn(move || match (a.peek().copied(), b.peek().copied()) {
+        (Some(x), Some(y)) if x == y => {
+            b.next();
+            a.next()
+        }
+        (Some(x), Some(y)) if y < x => b.next(),
+        (Some(_), _) => a.next(),
+        (None, _) => b.next(),
+    })
 }
 
 impl PolicyEngine {
@@ -132,10 +269,56 @@ impl PolicyEngine {
         let mut rules = set.rules;
         // Stable: among equal priorities the rule loaded first wins.
         rules.sort_by_key(|r| std::cmp::Reverse(r.rank()));
+        let mut by_command: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_first_token: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut unindexed = Vec::new();
+        let file = |index: &mut HashMap<String, Vec<usize>>, key: &str, i: usize| {
+            let list = index.entry(key.to_string()).or_default();
+            if list.last() != Some(&i) {
+                list.push(i);
+            }
+        };
+        for (i, r) in rules.iter().enumerate() {
+            match &r.matcher.command {
+                Some(CommandCondition::Prefix(prefixes)) => {
+                    for first in prefixes.iter().filter_map(|p| p.first()) {
+                        file(&mut by_command, first, i);
+                    }
+                }
+                // A pattern whose every match starts with a whole first token can only match
+                // commands whose text starts with that token.
+                Some(CommandCondition::Regex {
+                    prefixes: Some(literals),
+                    ..
+                }) if literals.iter().all(|l| l.contains(' ')) => {
+                    for l in literals {
+                        file(&mut by_first_token, l.split(' ').next().unwrap_or(l), i);
+                    }
+                }
+                _ => unindexed.push(i),
+            }
+        }
+        let mut by_tool: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut any_tool = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            match r.matcher.exact_tools() {
+                Some(names) => {
+                    for n in names {
+                        file(&mut by_tool, n, i);
+                    }
+                }
+                None => any_tool.push(i),
+            }
+        }
         let mut checkers = set.checkers;
         checkers.sort_by_key(|c| std::cmp::Reverse(c.rank()));
         Ok(PolicyEngine {
             rules,
+            by_command,
+            by_first_token,
+            unindexed,
+            by_tool,
+            any_tool,
             checkers,
             shell_tools: DEFAULT_SHELL_TOOLS.iter().map(|s| s.to_string()).collect(),
             env,
@@ -180,12 +363,23 @@ impl PolicyEngine {
         trace
     }
 
-    fn default_decision(opts: CheckOptions) -> Decision {
-        if opts.mode == ApprovalMode::Yolo {
-            Decision::Allow
-        } else {
-            Decision::AskUser
+    /// Which rules are about this call's tool in this mode. Rules naming exact tools are found
+    /// through the index, so a call is only compared with the rules about it.
+    fn applicable(&self, view: &CallView<'_>) -> Vec<bool> {
+        let mut applicable = vec![false; self.rules.len()];
+        for name in view.exact_names() {
+            for &i in self
+                .by_tool
+                .get(name.as_ref())
+                .map_or(&[][..], Vec::as_slice)
+            {
+                applicable[i] = self.rules[i].matcher.applies_besides_tool(view);
+            }
         }
+        for &i in &self.any_tool {
+            applicable[i] = self.rules[i].matcher.applies_to(view);
+        }
+        applicable
     }
 
     fn evaluate(
@@ -197,11 +391,20 @@ impl PolicyEngine {
     ) -> Outcome {
         let view = CallView::new(call, opts.mode, opts.non_interactive);
         // Rules about this tool in this mode; conditions are looked at per command below.
-        let applicable: Vec<&Rule> = self
-            .rules
+        let applicable = self.applicable(&view);
+        let unindexed = self
+            .unindexed
             .iter()
-            .filter(|r| r.matcher.applies_to(&view))
+            .copied()
+            .filter(|&i| applicable[i])
             .collect();
+        let scope = Scope {
+            engine: self,
+            view,
+            applicable,
+            unindexed,
+            opts,
+        };
 
         let command = self
             .shell_tools
@@ -211,31 +414,20 @@ impl PolicyEngine {
 
         let mut winners: Vec<&Rule> = Vec::new();
         let mut verdict = match command {
-            Some(script) => self.shell_verdict(
-                script,
-                &view,
-                &applicable,
-                opts,
-                &mut winners,
-                trace.as_deref_mut(),
-            ),
+            Some(script) => self.shell_verdict(script, &scope, &mut winners, trace.as_deref_mut()),
             None => {
-                let winner = applicable
-                    .iter()
-                    .copied()
-                    .filter(|r| !r.is_guard())
-                    .find(|r| r.matcher.conditions_hold(&view, None));
+                let winner = scope.matching(None).find(|r| !r.is_guard());
                 if let Some(t) = trace.as_deref_mut() {
                     t.parts.push(PartTrace {
                         command: None,
                         role: "call",
                         via: Vec::new(),
-                        matched: applicable
-                            .iter()
-                            .filter(|r| !r.is_guard() && r.matcher.conditions_hold(&view, None))
-                            .map(|r| RuleSummary::of(r))
+                        matched: scope
+                            .matching(None)
+                            .filter(|r| !r.is_guard())
+                            .map(RuleSummary::of)
                             .collect(),
-                        decision: winner.map_or(Self::default_decision(opts), |r| r.decision),
+                        decision: winner.map_or(scope.default_decision(), |r| r.decision),
                         reason: String::new(),
                     });
                 }
@@ -244,96 +436,83 @@ impl PolicyEngine {
                     Some(r) => Verdict {
                         decision: r.decision,
                         rule: Some(r),
-                        reason: rule_reason(r, &call.name),
+                        why: Why::Rule(&call.name),
                     },
                     None => Verdict {
-                        decision: Self::default_decision(opts),
+                        decision: scope.default_decision(),
                         rule: None,
-                        reason: format!(
-                            "no rule matches `{}`; the default for {} mode applies",
-                            call.name, opts.mode
-                        ),
+                        why: Why::NoRule(&call.name),
                     },
                 }
             }
         };
 
         if verdict.decision != Decision::Deny {
-            self.apply_checkers(call, &view, &winners, &mut verdict, runner, trace);
+            self.apply_checkers(call, &scope.view, &winners, &mut verdict, runner, trace);
         }
 
+        let mut reason = verdict.reason(opts.mode);
         if opts.non_interactive && verdict.decision == Decision::AskUser {
             verdict.decision = Decision::Deny;
-            verdict.reason = format!(
-                "{} (non-interactive: nobody can be asked, so it is denied)",
-                verdict.reason
-            );
+            reason.push_str(" (non-interactive: nobody can be asked, so it is denied)");
         }
         if verdict.decision == Decision::Deny
             && let Some(msg) = verdict.rule.and_then(|r| r.deny_message.as_ref())
         {
-            verdict.reason = format!("{}: {msg}", verdict.reason);
+            reason = format!("{reason}: {msg}");
         }
         Outcome {
             decision: verdict.decision,
             rule: verdict.rule.map(RuleSummary::of),
-            reason: verdict.reason,
+            reason,
         }
     }
 
     fn shell_verdict<'r>(
         &'r self,
         script: &str,
-        view: &CallView<'_>,
-        applicable: &[&'r Rule],
-        opts: CheckOptions,
+        scope: &Scope<'r, '_>,
         winners: &mut Vec<&'r Rule>,
         mut trace: Option<&mut Explanation>,
-    ) -> Verdict<'r> {
+    ) -> Verdict<'r, 'static> {
         let analysis = shell::analyse(script);
-        let mut worst: Option<Verdict<'r>> = None;
-        let mut consider = |v: Verdict<'r>| {
+        let mut worst: Option<Verdict<'r, '_>> = None;
+        fn consider<'r, 'a>(worst: &mut Option<Verdict<'r, 'a>>, v: Verdict<'r, 'a>) {
             if worst.as_ref().is_none_or(|w| v.decision > w.decision) {
-                worst = Some(v);
+                *worst = Some(v);
             }
-        };
+        }
 
         // The whole script, as written, can be named by a rule too (to deny a pattern).
         let whole = script.trim();
         let whole_cmd = CommandView::new(None, whole);
-        if let Some(v) =
-            self.context_verdict(view, applicable, &whole_cmd, trace.as_deref_mut(), &[])
-        {
-            consider(v);
+        if let Some(v) = self.context_verdict(scope, &whole_cmd, trace.as_deref_mut(), &[]) {
+            consider(&mut worst, v);
         }
         for cmd in &analysis.commands {
             let cv = CommandView::new(Some(cmd), &cmd.text);
             let v = match cmd.role {
-                Role::Context => {
-                    self.context_verdict(view, applicable, &cv, trace.as_deref_mut(), &cmd.via)
+                Role::Context => self.context_verdict(scope, &cv, trace.as_deref_mut(), &cmd.via),
+                Role::Runs => {
+                    Some(self.command_verdict(scope, cmd, &cv, winners, trace.as_deref_mut()))
                 }
-                Role::Runs => Some(self.command_verdict(
-                    view,
-                    applicable,
-                    cmd,
-                    &cv,
-                    opts,
-                    winners,
-                    trace.as_deref_mut(),
-                )),
             };
             if let Some(v) = v {
-                consider(v);
+                consider(&mut worst, v);
             }
         }
         if let Some(t) = trace {
             t.problems = analysis.problems.clone();
         }
-        let mut verdict = worst.unwrap_or(Verdict {
-            decision: Self::default_decision(opts),
-            rule: None,
-            reason: "no command in the script".into(),
-        });
+        let mode = scope.opts.mode;
+        let (mut decision, mut rule, mut reason) = match worst {
+            Some(v) => (v.decision, v.rule, v.reason(mode)),
+            None => (
+                scope.default_decision(),
+                None,
+                "no command in the script".to_string(),
+            ),
+        };
         let unanalysable = analysis.problems.first().cloned().or_else(|| {
             analysis
                 .commands
@@ -341,37 +520,38 @@ impl PolicyEngine {
                 .then(|| "the script contains no command to check".to_string())
         });
         if let Some(problem) = unanalysable
-            && (verdict.decision == Decision::Allow || analysis.commands.is_empty())
+            && (decision == Decision::Allow || analysis.commands.is_empty())
         {
-            verdict = Verdict {
-                decision: verdict.decision.strictest(Decision::AskUser),
-                rule: None,
-                reason: format!("the command cannot be fully analysed: {problem}"),
-            };
+            decision = decision.strictest(Decision::AskUser);
+            rule = None;
+            reason = format!("the command cannot be fully analysed: {problem}");
         }
-        verdict
+        Verdict {
+            decision,
+            rule,
+            why: Why::Text(reason),
+        }
     }
 
     /// A form of the script that does not itself run: only an explicit rule about its text can
     /// make it count, and only to deny or ask.
-    fn context_verdict<'r>(
+    fn context_verdict<'r, 'a>(
         &self,
-        view: &CallView<'_>,
-        applicable: &[&'r Rule],
-        cv: &CommandView<'_>,
+        scope: &Scope<'r, '_>,
+        cv: &CommandView<'a>,
         trace: Option<&mut Explanation>,
         via: &[String],
-    ) -> Option<Verdict<'r>> {
-        let mut matched = applicable.iter().copied().filter(|r| {
-            !r.is_guard() && r.matcher.has_condition() && r.matcher.conditions_hold(view, Some(cv))
-        });
+    ) -> Option<Verdict<'r, 'a>> {
+        let mut matched = scope
+            .matching(Some(cv))
+            .filter(|r| !r.is_guard() && r.matcher.has_condition());
         let winner = matched.next();
         let verdict = winner
             .filter(|r| r.decision != Decision::Allow)
             .map(|r| Verdict {
                 decision: r.decision,
                 rule: Some(r),
-                reason: format!("`{}` matches a rule that says {}", cv.text, r.decision),
+                why: Why::Context(cv.text),
             });
         if let Some(t) = trace
             && winner.is_some()
@@ -393,97 +573,71 @@ impl PolicyEngine {
         verdict
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn command_verdict<'r>(
+    fn command_verdict<'r, 'a>(
         &self,
-        view: &CallView<'_>,
-        applicable: &[&'r Rule],
-        cmd: &SimpleCommand,
+        scope: &Scope<'r, '_>,
+        cmd: &'a SimpleCommand,
         cv: &CommandView<'_>,
-        opts: CheckOptions,
         winners: &mut Vec<&'r Rule>,
         trace: Option<&mut Explanation>,
-    ) -> Verdict<'r> {
-        let shown = if cmd.words.is_empty() {
-            describe_bare(cmd)
-        } else {
-            format!("`{}`", cmd.text)
-        };
+    ) -> Verdict<'r, 'a> {
         let mut v = if cmd.words.is_empty() {
             // Only assignments or redirections: nothing runs, so no rule is needed; what they
             // write and set is judged below.
             Verdict {
                 decision: Decision::Allow,
                 rule: None,
-                reason: format!("{shown} runs no program"),
+                why: Why::NoProgram(cmd),
             }
         } else {
-            match applicable
-                .iter()
-                .copied()
-                .filter(|r| !r.is_guard())
-                .find(|r| r.matcher.conditions_hold(view, Some(cv)))
-            {
+            match scope.matching(Some(cv)).find(|r| !r.is_guard()) {
                 Some(r) => {
                     winners.push(r);
                     Verdict {
                         decision: r.decision,
                         rule: Some(r),
-                        reason: rule_reason(r, &cmd.text),
+                        why: Why::Rule(&cmd.text),
                     }
                 }
                 None => Verdict {
-                    decision: Self::default_decision(opts),
+                    decision: scope.default_decision(),
                     rule: None,
-                    reason: format!(
-                        "no rule matches {shown}; the default for {} mode applies",
-                        opts.mode
-                    ),
+                    why: Why::NoRule(&cmd.text),
                 },
             }
         };
         if v.decision == Decision::Allow
             && !cmd.writes.is_empty()
-            && !opts.mode.allows_redirection()
+            && !scope.opts.mode.allows_redirection()
             && !v.rule.is_some_and(|r| r.allow_redirection)
         {
             v.decision = Decision::AskUser;
-            v.reason = format!(
-                "{shown} writes to `{}` through a redirection",
-                cmd.writes.join("`, `")
-            );
+            v.why = Why::Redirect(cmd);
         }
-        let guard = applicable
-            .iter()
-            .copied()
-            .filter(|r| r.is_guard())
-            .find(|r| r.matcher.conditions_hold(view, Some(cv)));
         // A guard at least as strict as the decision explains it better than a tool-wide rule.
+        let guard = scope.matching(Some(cv)).find(|r| r.is_guard());
         if let Some(g) = guard.filter(|g| {
             g.decision > v.decision || (g.decision == v.decision && v.decision == Decision::AskUser)
         }) {
-            let why = shell::danger(cmd).unwrap_or_else(|| "is dangerous".into());
             v = Verdict {
                 decision: g.decision,
                 rule: Some(g),
-                reason: format!("{shown} {why}"),
+                why: Why::Danger(cmd),
             };
         }
         if let Some(t) = trace {
-            let mut matched: Vec<RuleSummary> = applicable
-                .iter()
+            let matched = scope
+                .matching(Some(cv))
                 .filter(|r| !cmd.words.is_empty() || r.is_guard())
-                .filter(|r| r.matcher.conditions_hold(view, Some(cv)))
-                .map(|r| RuleSummary::of(r))
+                .map(RuleSummary::of)
                 .collect();
-            matched.sort_by(|a, b| b.effective_priority.total_cmp(&a.effective_priority));
             t.parts.push(PartTrace {
                 command: Some(cmd.text.clone()),
                 role: "runs",
                 via: cmd.via.clone(),
                 matched,
                 decision: v.decision,
-                reason: v.reason.clone(),
+                reason: v.reason(scope.opts.mode),
             });
         }
         v
@@ -494,7 +648,7 @@ impl PolicyEngine {
         call: &ToolCall,
         view: &CallView<'_>,
         winners: &[&'r Rule],
-        verdict: &mut Verdict<'r>,
+        verdict: &mut Verdict<'r, '_>,
         runner: &dyn ExternalRunner,
         mut trace: Option<&mut Explanation>,
     ) {
@@ -510,7 +664,7 @@ impl PolicyEngine {
         let listed = self
             .checkers
             .iter()
-            .filter(|c| checker_applies(c, view, &whole))
+            .filter(|c| c.matcher.applies_to(view) && c.matcher.conditions_hold(view, Some(&whole)))
             .map(|c| (&c.checker, c.source.label.as_str()));
         let mut seen: Vec<*const crate::checkers::Checker> = Vec::new();
         for (checker, source) in attached.chain(listed) {
@@ -529,37 +683,15 @@ impl PolicyEngine {
             }
             if result.decision > verdict.decision {
                 verdict.decision = result.decision;
-                verdict.reason = format!("safety checker `{}`: {}", checker.name(), result.reason);
+                verdict.why = Why::Text(format!(
+                    "safety checker `{}`: {}",
+                    checker.name(),
+                    result.reason
+                ));
             }
             if verdict.decision == Decision::Deny {
                 return;
             }
         }
-    }
-}
-
-fn checker_applies(c: &CheckerRule, view: &CallView<'_>, whole: &CommandView<'_>) -> bool {
-    c.matcher.applies_to(view) && c.matcher.conditions_hold(view, Some(whole))
-}
-
-fn rule_reason(r: &Rule, what: &str) -> String {
-    let name = r
-        .name
-        .as_deref()
-        .map(|n| format!(" \"{n}\""))
-        .unwrap_or_default();
-    format!(
-        "`{what}` matches rule{name} ({}, priority {:.3}): {}",
-        r.source.label,
-        r.effective_priority(),
-        r.decision
-    )
-}
-
-fn describe_bare(cmd: &SimpleCommand) -> String {
-    if !cmd.writes.is_empty() {
-        format!("a redirection to `{}`", cmd.writes.join("`, `"))
-    } else {
-        format!("setting `{}`", cmd.assignments.join("`, `"))
     }
 }

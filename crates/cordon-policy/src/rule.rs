@@ -128,7 +128,37 @@ pub enum CommandCondition {
     /// `commandPrefix`: the command's words start with one of these word lists.
     Prefix(Vec<Vec<String>>),
     /// `commandRegex`: matches from the start of the command's canonical text.
-    Regex(Regex),
+    Regex {
+        re: Regex,
+        /// Literal texts one of which every match starts with, when the pattern has them: a
+        /// cheap test that spares running most patterns against most commands.
+        prefixes: Option<Vec<String>>,
+    },
+}
+
+impl CommandCondition {
+    /// Builds a `commandRegex` condition; `user_pattern` is the pattern as written, `re` the
+    /// compiled, anchored form.
+    pub fn regex(user_pattern: &str, re: Regex) -> Self {
+        CommandCondition::Regex {
+            re,
+            prefixes: literal_prefixes(user_pattern),
+        }
+    }
+}
+
+fn literal_prefixes(pattern: &str) -> Option<Vec<String>> {
+    use regex_syntax::hir::literal::{ExtractKind, Extractor};
+    let hir = regex_syntax::parse(pattern).ok()?;
+    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
+    let literals = seq.literals()?;
+    if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {
+        return None;
+    }
+    literals
+        .iter()
+        .map(|l| String::from_utf8(l.as_bytes().to_vec()).ok())
+        .collect()
 }
 
 /// Where a rule came from, for messages and `policy explain`.
@@ -170,6 +200,22 @@ impl Matcher {
 
     /// Everything but the arguments: mode, interactivity, tool, server, annotations, subagent.
     pub(crate) fn applies_to(&self, call: &CallView<'_>) -> bool {
+        self.applies_besides_tool(call) && self.tools.iter().any(|t| t.matches(call))
+    }
+
+    /// The tool names this matcher is limited to, when every pattern is an exact name.
+    pub(crate) fn exact_tools(&self) -> Option<Vec<&str>> {
+        self.tools
+            .iter()
+            .map(|t| match t {
+                ToolPattern::Exact(n) => Some(n.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `applies_to` for a call already known to have one of this matcher's tool names.
+    pub(crate) fn applies_besides_tool(&self, call: &CallView<'_>) -> bool {
         if let Some(modes) = &self.modes
             && !modes.is_empty()
             && !modes.contains(&call.mode)
@@ -194,7 +240,7 @@ impl Matcher {
                 return false;
             }
         }
-        self.tools.iter().any(|t| t.matches(call))
+        true
     }
 
     /// The argument and command conditions, for one command of a shell call (or none).
@@ -212,7 +258,12 @@ impl Matcher {
                         .any(|p| c.words.len() >= p.len() && c.words[..p.len()] == p[..]),
                     None => false,
                 },
-                CommandCondition::Regex(re) => re.is_match(cmd.text),
+                CommandCondition::Regex { re, prefixes } => {
+                    prefixes
+                        .as_ref()
+                        .is_none_or(|p| p.iter().any(|l| cmd.text.starts_with(l.as_str())))
+                        && re.is_match(cmd.text)
+                }
             };
             if !ok {
                 return false;
@@ -304,6 +355,17 @@ impl<'a> CallView<'a> {
         self.json
             .get_or_init(|| crate::args::stable_stringify(self.args))
     }
+
+    /// Every name an exact `toolName` could give this call: its names and aliases, and for an
+    /// MCP call `mcp_SERVER_tool`.
+    pub fn exact_names(&self) -> Vec<std::borrow::Cow<'a, str>> {
+        let mut out: Vec<std::borrow::Cow<'a, str>> =
+            self.names.iter().map(|n| (*n).into()).collect();
+        if let Some((server, tool)) = self.mcp {
+            out.push(format!("mcp_{server}_{tool}").into());
+        }
+        out
+    }
 }
 
 /// Works out which MCP server and tool a call is. With an explicit server the name must be
@@ -377,6 +439,23 @@ mod tests {
         assert!(p.matches(&view(&ok)));
         assert!(!p.matches(&view(&spoof)));
         assert!(!p.matches(&view(&lying)));
+    }
+
+    #[test]
+    fn regex_literal_prefixes_never_exclude_a_match() {
+        let pre = |p: &str| literal_prefixes(p);
+        assert_eq!(
+            pre("npm (test|run lint)"),
+            Some(vec!["npm test".into(), "npm run lint".into()])
+        );
+        assert_eq!(pre("a|bc"), Some(vec!["a".into(), "bc".into()]));
+        assert_eq!(pre(".*foo"), None);
+        assert_eq!(pre("x?y"), Some(vec!["xy".into(), "y".into()]));
+        let p = pre("(?i)git").unwrap_or_default();
+        assert!(
+            p.iter().any(|l| "GIT status".starts_with(l.as_str())),
+            "{p:?}"
+        );
     }
 
     #[test]

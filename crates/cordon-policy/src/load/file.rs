@@ -621,7 +621,7 @@ fn parse_conditions(
     } else if let Some((re, span)) = cregex {
         // Anchored at the start, like Gemini CLI's `"command":"<regex>` construction.
         match compile_wrapped(&re, &format!("^(?:{re})")) {
-            Ok(r) => Some(CommandCondition::Regex(r)),
+            Ok(r) => Some(CommandCondition::regex(&re, r)),
             Err((msg, hint)) => {
                 ctx.error(IssueKind::Regex, span, msg, hint);
                 return None;

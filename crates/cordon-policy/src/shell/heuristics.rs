@@ -94,8 +94,10 @@ fn short_flags(words: &[String]) -> impl Iterator<Item = &str> {
 fn has_flag(words: &[String], short: char, long: &[&str]) -> bool {
     short_flags(words).any(|f| f.contains(short))
         || words.iter().skip(1).any(|a| {
-            long.iter()
-                .any(|l| a == l || a.starts_with(&format!("{l}=")))
+            long.iter().any(|l| {
+                a.strip_prefix(l)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+            })
         })
 }
 

@@ -24,6 +24,27 @@ const MAX_DEPTH: usize = 12;
 /// Longest script we analyse; longer ones are refused rather than parsed.
 const MAX_SCRIPT_LEN: usize = 64 * 1024;
 
+/// Deepest bracket nesting we hand to the parser. The parser recurses on nesting, and a
+/// stack overflow cannot be caught, so hostile depth is refused before parsing.
+const MAX_NESTING: usize = 64;
+
+/// How deeply `(` and `{` nest in the text, counted without regard to quoting: an over-count
+/// only makes us refuse a script that is odd anyway.
+fn nesting(script: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for b in script.bytes() {
+        match b {
+            b'(' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b')' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 /// How a command takes part in the decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -100,8 +121,12 @@ pub(crate) fn canonical_text(words: &[String]) -> String {
         if i > 0 {
             text.push(' ');
         }
-        if w.starts_with('$') || w.contains("$(") || w.contains('`') {
-            // A dynamic part: keep it as written so rules can still see `$HOME` etc.
+        let plain = !w.is_empty()
+            && w.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+        if plain || w.starts_with(['$', '~']) || w.contains("$(") || w.contains('`') {
+            // Plain words need no quotes; dynamic parts are kept as written so rules can still
+            // see `$HOME` etc.
             text.push_str(w);
         } else {
             match shlex::try_quote(w) {
@@ -132,14 +157,23 @@ impl Walker {
             self.problem(format!("script longer than {MAX_SCRIPT_LEN} bytes"));
             return;
         }
-        let mut parser = brush_parser::Parser::new(std::io::Cursor::new(script), &self.options);
-        match parser.parse_program() {
-            Ok(program) => {
+        if nesting(script) > MAX_NESTING {
+            self.problem(format!(
+                "brackets nested more than {MAX_NESTING} levels deep"
+            ));
+            return;
+        }
+        let parsed = guarded(|| {
+            brush_parser::Parser::new(std::io::Cursor::new(script), &self.options).parse_program()
+        });
+        match parsed {
+            Some(Ok(program)) => {
                 for list in &program.complete_commands {
                     self.compound_list(list, depth, via);
                 }
             }
-            Err(e) => self.problem(format!("the shell parser rejected the script: {e}")),
+            Some(Err(e)) => self.problem(format!("the shell parser rejected the script: {e}")),
+            None => self.problem("the shell parser failed on this script"),
         }
     }
 
@@ -507,6 +541,12 @@ pub(crate) enum HereDoc {
 enum Item<'a> {
     Ast(&'a ast::CommandPrefixOrSuffixItem),
     Name(&'a ast::Word),
+}
+
+/// Runs a parser call, turning a panic inside the parser into `None`: a bug in a dependency
+/// must make a script unanalysable (never allowed), not crash cordon.
+pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }
 
 fn is_harmless_sink(target: &str) -> bool {

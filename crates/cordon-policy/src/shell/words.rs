@@ -40,6 +40,39 @@ fn has_glob(text: &str) -> bool {
     text.bytes().any(|b| matches!(b, b'*' | b'?' | b'['))
 }
 
+/// Quote removal for the common words that need no parser: plain text, `'…'`, and `"…"`
+/// without `$`, backquotes or backslashes. Anything else returns `None` and goes to the full
+/// word parser, so this can only be faster, never different.
+fn plain_unquote(raw: &str) -> Option<(String, bool)> {
+    let mut out = String::with_capacity(raw.len());
+    let mut glob = false;
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => loop {
+                match chars.next()? {
+                    '\'' => break,
+                    c => out.push(c),
+                }
+            },
+            '"' => loop {
+                match chars.next()? {
+                    '"' => break,
+                    '$' | '`' | '\\' => return None,
+                    c => out.push(c),
+                }
+            },
+            '$' | '`' | '\\' | '{' | '~' => return None,
+            '*' | '?' | '[' => {
+                glob = true;
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    Some((out, glob))
+}
+
 pub(crate) fn analyse_word(raw: &str, options: &ParserOptions) -> WordInfo {
     let mut info = WordInfo::default();
     if !needs_parser(raw) {
@@ -47,9 +80,19 @@ pub(crate) fn analyse_word(raw: &str, options: &ParserOptions) -> WordInfo {
         info.values.push(raw.to_owned());
         return info;
     }
-    let pieces = match brush_parser::word::parse(raw, options) {
-        Ok(p) => p,
-        Err(e) => {
+    if let Some((value, glob)) = plain_unquote(raw) {
+        info.glob = glob;
+        info.values.push(value);
+        return info;
+    }
+    let pieces = match super::guarded(|| brush_parser::word::parse(raw, options)) {
+        Some(Ok(p)) => p,
+        None => {
+            info.problem = Some(format!("the word parser failed on `{raw}`"));
+            info.values.push(raw.to_owned());
+            return info;
+        }
+        Some(Err(e)) => {
             info.problem = Some(format!("cannot parse the word `{raw}`: {e}"));
             info.values.push(raw.to_owned());
             return info;
@@ -356,6 +399,32 @@ mod tests {
         assert_eq!(word("src/{a,b}.rs").values, vec!["src/a.rs", "src/b.rs"]);
         assert!(word("{1..3}").problem.is_some());
         assert_eq!(word("'{a,b}'").values, vec!["{a,b}"]);
+    }
+
+    #[test]
+    fn the_fast_path_agrees_with_the_parser() {
+        let opts = ParserOptions::default();
+        for raw in [
+            "'a b'",
+            "\"a b\"",
+            "x'y'\"z\"",
+            "'*'",
+            "\"*\"x*",
+            "''",
+            "'it'\"'\"'s'",
+            "'$x'",
+            "\"a;b\"",
+        ] {
+            let fast = plain_unquote(raw);
+            let pieces = brush_parser::word::parse(raw, &opts).expect("parses");
+            let mut info = WordInfo::default();
+            let mut value = String::new();
+            let mut brace = false;
+            collect(raw, &pieces, false, &mut value, &mut info, &mut brace);
+            assert_eq!(fast, Some((value, info.glob)), "{raw}");
+        }
+        assert_eq!(plain_unquote("\"$x\""), None);
+        assert_eq!(plain_unquote("'open"), None);
     }
 
     #[test]

@@ -1,0 +1,466 @@
+//! What a user sees from `cordon check` and `cordon policy …`: output, error text, exit codes.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// A scratch home, workspace and admin directory, so nothing on this machine leaks in.
+struct Env {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let root = tmp.path().to_path_buf();
+        for d in ["home", "ws", "policies"] {
+            std::fs::create_dir_all(root.join(d)).expect("mkdir");
+        }
+        Env { _tmp: tmp, root }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.root.join(p)
+    }
+
+    fn write(&self, p: &str, text: &str) -> PathBuf {
+        let path = self.path(p);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, text).expect("write");
+        path
+    }
+
+    fn cordon(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
+            .args(args)
+            .current_dir(self.path("ws"))
+            .env("HOME", self.path("home"))
+            .env_remove("XDG_CONFIG_HOME")
+            .env("CORDON_ADMIN_POLICY_DIR", self.path("admin"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn cordon");
+        let mut input = child.stdin.take().expect("stdin");
+        if let Some(s) = stdin {
+            input.write_all(s.as_bytes()).expect("write stdin");
+        }
+        drop(input);
+        child.wait_with_output().expect("wait")
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_str(stdout(o).trim())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+}
+
+const RM_DENY: &str = "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"rm\"\ndecision = \"deny\"\npriority = 100\ndenyMessage = \"no deleting\"\n";
+
+#[test]
+fn check_prints_decision_rule_and_reason() {
+    let env = Env::new();
+    env.write("policies/p.toml", RM_DENY);
+    let dir = env.path("policies");
+    let o = env.cordon(
+        &[
+            "check",
+            "--tool",
+            "run_shell_command",
+            "--args",
+            r#"{"command":"ls && rm -f x"}"#,
+            "--policy-dir",
+            dir.to_str().expect("utf-8"),
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["decision"], "deny");
+    assert_eq!(v["rule"]["tier"], "user");
+    assert_eq!(v["rule"]["line"], 1);
+    assert_eq!(v["rule"]["effective_priority"], 4.1);
+    assert!(
+        v["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("rm -f x") && r.contains("no deleting")),
+        "{v}"
+    );
+
+    let o = env.cordon(&["check", "--tool", "unknown_tool"], None);
+    let v = json(&o);
+    assert_eq!(v["decision"], "ask_user");
+    assert!(v["rule"].is_null(), "{v}");
+}
+
+#[test]
+fn bad_calls_exit_2_with_a_message() {
+    let env = Env::new();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["check", "--tool", "x", "--args", "{\"a\":"],
+            "--args is not valid JSON",
+        ),
+        (
+            &["check", "--tool", "x", "--args", "[1]"],
+            "--args must be a JSON object",
+        ),
+        (
+            &["check", "--tool", "x", "--mode", "fast"],
+            "unknown mode `fast`",
+        ),
+        (&["check", "--args", "{}"], "--tool NAME is required"),
+        (
+            &[
+                "check",
+                "--tool",
+                "x",
+                "--policy-dir",
+                "/nonexistent/cordon",
+            ],
+            "does not exist",
+        ),
+        (
+            &["check", "--tool", "x", "--workspace", "/nonexistent/ws"],
+            "not a directory",
+        ),
+        (&["check", "--tool", "x", "--bogus"], "unexpected argument"),
+    ];
+    for (args, want) in cases {
+        let o = env.cordon(args, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(want),
+            "{args:?}: expected {want:?} in {}",
+            stderr(&o)
+        );
+        assert!(
+            stdout(&o).is_empty(),
+            "{args:?}: no decision may be printed"
+        );
+    }
+}
+
+#[test]
+fn a_policy_that_does_not_load_stops_check_and_names_the_place() {
+    let env = Env::new();
+    env.write(
+        "policies/bad.toml",
+        "[[rule]]\ntoolName = \"x\"\ndecision = \"allow\"\npriority = 5000\n",
+    );
+    let dir = env.path("policies");
+    let o = env.cordon(
+        &[
+            "check",
+            "--tool",
+            "x",
+            "--policy-dir",
+            dir.to_str().expect("utf-8"),
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("bad.toml:4:12: error [schema]: `priority` must be from 0 to 999"),
+        "{err}"
+    );
+    assert!(stdout(&o).is_empty());
+}
+
+#[test]
+fn lint_lists_every_problem_with_kind_and_place() {
+    let env = Env::new();
+    env.write(
+        "policies/a.toml",
+        "[[rule]]\ntoolName = \"grob\"\ndecision = \"allow\"\npriority = 1\n\n[[rule]]\ntoolName = \"x\"\nargsPattern = '(a+)+'\ndecison = \"deny\"\npriority = 1\n",
+    );
+    env.write("policies/b.toml", "[[rule]\n");
+    let dir = env.path("policies");
+    let o = env.cordon(&["policy", "lint", dir.to_str().expect("utf-8")], None);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let out = stdout(&o);
+    for want in [
+        "a.toml:2:12: warning [tool-name]: unrecognised tool name `grob`",
+        "did you mean `glob`?",
+        "a.toml:8:15: error [regex]",
+        "a.toml:9:1: error [schema]: unknown key `decison`",
+        "did you mean `decision`?",
+        "a.toml:6:1: error [schema]: missing `decision`",
+        "b.toml:1:",
+        "error [toml]",
+    ] {
+        assert!(out.contains(want), "expected {want:?} in:\n{out}");
+    }
+
+    let clean = env.write(
+        "clean/c.toml",
+        "[[rule]]\ntoolName = \"glob\"\ndecision = \"allow\"\npriority = 1\n",
+    );
+    let o = env.cordon(&["policy", "lint", clean.to_str().expect("utf-8")], None);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("1 rule(s) loaded; 0 error(s), 0 warning(s)"));
+}
+
+#[test]
+fn jsonl_answers_every_line_in_order_even_bad_ones() {
+    let env = Env::new();
+    let input = concat!(
+        r#"{"tool":"read_file","args":{"file_path":"a"}}"#,
+        "\n",
+        "not json\n",
+        "\n",
+        r#"{"tool":"run_shell_command","args":{"command":"cargo test"},"mode":"plan"}"#,
+        "\n",
+        r#"{"tool":"x","mode":"warp"}"#,
+        "\n",
+        r#"{"tool":"write_file","args":{"file_path":"a"},"mode":"autoEdit"}"#,
+        "\n",
+    );
+    let o = env.cordon(&["check", "--jsonl"], Some(input));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 5);
+    assert_eq!(lines[0]["decision"], "allow");
+    assert!(
+        lines[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("line 2:")),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(lines[2]["decision"], "deny");
+    assert!(
+        lines[3]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown mode `warp`")),
+        "{}",
+        lines[3]
+    );
+    assert_eq!(lines[4]["decision"], "allow");
+}
+
+#[test]
+fn explain_shows_every_matching_rule_and_the_winner() {
+    let env = Env::new();
+    env.write("policies/p.toml", "[[rule]]\nname = \"my git\"\ntoolName = \"run_shell_command\"\ncommandPrefix = \"git\"\ndecision = \"allow\"\npriority = 7\n");
+    let dir = env.path("policies");
+    let o = env.cordon(
+        &[
+            "policy",
+            "explain",
+            "--tool",
+            "run_shell_command",
+            "--args",
+            r#"{"command":"git status && sudo git push -f"}"#,
+            "--policy-dir",
+            dir.to_str().expect("utf-8"),
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for want in [
+        "decision: ask_user",
+        "runs `git status`",
+        "* allow     4.007  user:",
+        "\"my git\"",
+        "allow     1.050  builtin:shell.toml:16 \"read-only commands\"",
+        "runs `git push -f`  (inside sudo)",
+        "runs with raised privileges through `sudo`",
+        "ask_user  1.999  builtin:shell.toml:23 \"dangerous commands ask\"",
+    ] {
+        assert!(out.contains(want), "expected {want:?} in:\n{out}");
+    }
+    let o = env.cordon(
+        &["policy", "explain", "--json", "--tool", "read_file"],
+        None,
+    );
+    let v = json(&o);
+    assert_eq!(v["outcome"]["decision"], "allow");
+    assert_eq!(
+        v["parts"][0]["matched"][0]["source"],
+        "builtin:read-only.toml:4"
+    );
+}
+
+#[test]
+fn remember_keeps_an_always_allow_answer() {
+    let env = Env::new();
+    let dir = env.path("policies");
+    let d = dir.to_str().expect("utf-8");
+    let call = [
+        "--tool",
+        "run_shell_command",
+        "--args",
+        r#"{"command":"cargo test --workspace"}"#,
+        "--policy-dir",
+        d,
+    ];
+    let before = env.cordon(&[&["check"][..], &call].concat(), None);
+    assert_eq!(json(&before)["decision"], "ask_user");
+
+    let o = env.cordon(&[&["policy", "remember"][..], &call].concat(), None);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let saved =
+        std::fs::read_to_string(dir.join("auto-saved.toml")).expect("auto-saved.toml written");
+    assert!(
+        saved.contains("commandPrefix = [\"cargo\"]") && saved.contains("priority = 950"),
+        "{saved}"
+    );
+
+    let after = env.cordon(&[&["check"][..], &call].concat(), None);
+    assert_eq!(json(&after)["decision"], "allow");
+    // Remembering twice keeps one rule.
+    env.cordon(&[&["policy", "remember"][..], &call].concat(), None);
+    let again = std::fs::read_to_string(dir.join("auto-saved.toml")).expect("read");
+    assert_eq!(again.matches("[[rule]]").count(), 1);
+
+    let rm = [
+        "policy",
+        "remember",
+        "--tool",
+        "run_shell_command",
+        "--args",
+        r#"{"command":"rm -rf target"}"#,
+        "--policy-dir",
+        d,
+    ];
+    let o = env.cordon(&rm, None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("is dangerous"), "{}", stderr(&o));
+}
+
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
+}
+
+fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+#[test]
+fn admin_policies_in_a_directory_others_can_write_are_refused() {
+    if !is_root() {
+        let why = "admin_policies_in_a_directory_others_can_write_are_refused: skipped: needs root to own the admin directory";
+        assert!(
+            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+            "{why}, and CORDON_TEST_NO_SKIP is set"
+        );
+        eprintln!("{why}");
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "admin/org.toml",
+        "[[rule]]\ntoolName = \"read_file\"\ndecision = \"deny\"\npriority = 1\n",
+    );
+    let admin = env.path("admin");
+
+    chmod(&admin, 0o755);
+    let o = env.cordon(&["check", "--tool", "read_file"], None);
+    assert_eq!(
+        json(&o)["decision"],
+        "deny",
+        "a root-owned admin directory is honoured"
+    );
+
+    chmod(&admin, 0o777);
+    let o = env.cordon(&["check", "--tool", "read_file"], None);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "refusing admin policies: the directory is writable by group or others (mode 777)"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("chmod g-w,o-w"), "{err}");
+
+    chmod(&admin, 0o755);
+    chmod(&admin.join("org.toml"), 0o666);
+    let o = env.cordon(&["check", "--tool", "read_file"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("the file is writable by group or others"),
+        "{}",
+        stderr(&o)
+    );
+
+    chmod(&admin.join("org.toml"), 0o644);
+    std::os::unix::fs::chown(&admin, Some(65534), None).expect("chown");
+    let o = env.cordon(&["check", "--tool", "read_file"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("owned by uid 65534, not root"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn untrusted_workspace_allows_are_reported_not_silently_dropped() {
+    let env = Env::new();
+    env.write(
+        "ws/.cordon/policies/repo.toml",
+        "[[rule]]\ntoolName = \"*\"\ndecision = \"allow\"\npriority = 999\n",
+    );
+    let o = env.cordon(
+        &[
+            "check",
+            "--tool",
+            "write_file",
+            "--args",
+            r#"{"file_path":"a"}"#,
+        ],
+        None,
+    );
+    assert_eq!(json(&o)["decision"], "ask_user");
+    assert!(
+        stderr(&o).contains("workspace is not trusted") && stderr(&o).contains("--trust-workspace"),
+        "{}",
+        stderr(&o)
+    );
+    let o = env.cordon(
+        &[
+            "check",
+            "--trust-workspace",
+            "--tool",
+            "write_file",
+            "--args",
+            r#"{"file_path":"a"}"#,
+        ],
+        None,
+    );
+    assert_eq!(json(&o)["decision"], "allow");
+}
+
+#[test]
+fn defaults_are_printed_for_people_to_read() {
+    let env = Env::new();
+    let o = env.cordon(&["policy", "defaults"], None);
+    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&o);
+    assert!(
+        out.contains("# ==> builtin:shell.toml <==") && out.contains("heuristic = \"dangerous\""),
+        "{out}"
+    );
+}
