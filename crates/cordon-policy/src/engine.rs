@@ -389,7 +389,12 @@ impl PolicyEngine {
         runner: &dyn ExternalRunner,
         mut trace: Option<&mut Explanation>,
     ) -> Outcome {
-        let view = CallView::new(call, opts.mode, opts.non_interactive);
+        let mut view = CallView::new(call, opts.mode, opts.non_interactive);
+        let is_shell = self.shell_tools.contains(&call.name);
+        if is_shell && !view.names.contains(&"run_shell_command") {
+            // A configured shell tool is an alias: rules about run_shell_command govern it.
+            view.names.push("run_shell_command");
+        }
         // Rules about this tool in this mode; conditions are looked at per command below.
         let applicable = self.applicable(&view);
         let unindexed = self
@@ -406,9 +411,7 @@ impl PolicyEngine {
             opts,
         };
 
-        let command = self
-            .shell_tools
-            .contains(&call.name)
+        let command = is_shell
             .then(|| call.args.get("command").and_then(|c| c.as_str()))
             .flatten();
 

@@ -256,6 +256,54 @@ fn jsonl_answers_every_line_in_order_even_bad_ones() {
 }
 
 #[test]
+fn jsonl_survives_oversized_and_non_utf8_lines() {
+    let env = Env::new();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["check", "--jsonl"])
+        .current_dir(env.path("ws"))
+        .env("HOME", env.path("home"))
+        .env("CORDON_ADMIN_POLICY_DIR", env.path("admin"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut raw = Vec::new();
+    raw.extend_from_slice(b"{\"tool\":\"read_file\"}\n");
+    raw.extend(std::iter::repeat_n(b'x', (1 << 20) + 10));
+    raw.extend_from_slice(b"\n\xff\xfe\n{\"tool\":\"read_file\"}");
+    let writer = std::thread::spawn(move || stdin.write_all(&raw));
+    let o = child.wait_with_output().expect("wait");
+    writer.join().expect("join").expect("write");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(lines.len(), 4, "{}", stdout(&o));
+    assert_eq!(lines[0]["decision"], "allow");
+    assert!(
+        lines[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("line 2: longer than")),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("line 3: not UTF-8")),
+        "{}",
+        lines[2]
+    );
+    assert_eq!(
+        lines[3]["decision"], "allow",
+        "the last line needs no newline"
+    );
+}
+
+#[test]
 fn explain_shows_every_matching_rule_and_the_winner() {
     let env = Env::new();
     env.write("policies/p.toml", "[[rule]]\nname = \"my git\"\ntoolName = \"run_shell_command\"\ncommandPrefix = \"git\"\ndecision = \"allow\"\npriority = 7\n");

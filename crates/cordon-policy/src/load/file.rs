@@ -76,6 +76,8 @@ pub struct ParsedFile {
 
 struct Ctx<'a> {
     text: &'a str,
+    /// Tool names besides the default ones whose `command` is a shell script.
+    shell_tools: &'a [String],
     index: LineIndex,
     file: Option<&'a Path>,
     label: &'a str,
@@ -152,8 +154,21 @@ impl Ctx<'_> {
 
 /// Parses one policy file's text. `label` names it in decisions (`user:my.toml`).
 pub fn parse_policy_text(text: &str, file: Option<&Path>, label: &str, tier: Tier) -> ParsedFile {
+    parse_policy_text_with(text, file, label, tier, &[])
+}
+
+/// [`parse_policy_text`] for a setup where more tools than `run_shell_command` take shell
+/// scripts, so shell-only keys are accepted on them too.
+pub fn parse_policy_text_with(
+    text: &str,
+    file: Option<&Path>,
+    label: &str,
+    tier: Tier,
+    shell_tools: &[String],
+) -> ParsedFile {
     let mut ctx = Ctx {
         text,
+        shell_tools,
         index: LineIndex::new(text),
         file,
         label,
@@ -560,7 +575,7 @@ fn parse_conditions(
     if let Some(span) = shell_only
         && !tool_names
             .iter()
-            .all(|t| DEFAULT_SHELL_TOOLS.contains(&t.as_str()))
+            .all(|t| DEFAULT_SHELL_TOOLS.contains(&t.as_str()) || ctx.shell_tools.contains(t))
     {
         ctx.error(
                 IssueKind::Rule,

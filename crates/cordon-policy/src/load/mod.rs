@@ -8,7 +8,7 @@ mod remember;
 use std::path::{Path, PathBuf};
 
 pub use diagnostic::{IssueKind, LoadIssue, Severity};
-pub use file::{ParsedFile, parse_policy_text};
+pub use file::{ParsedFile, parse_policy_text, parse_policy_text_with};
 pub use remember::remember_always_allow;
 
 use crate::checkers::CheckerRule;
@@ -65,6 +65,9 @@ pub struct PolicySources {
     pub settings: SettingsRules,
     /// Directories that were named explicitly: a missing one is an error, not an empty tier.
     pub required_dirs: Vec<PathBuf>,
+    /// Tools besides `run_shell_command` whose `command` argument is a shell script; rules
+    /// for them may use commandPrefix, commandRegex and heuristic.
+    pub shell_tools: Vec<String>,
 }
 
 /// The rules and checkers from every source, and every problem found on the way.
@@ -183,7 +186,13 @@ fn load_dir(set: &mut PolicySet, dir: &Path, tier: Tier, sources: &PolicySources
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 let label = format!("{tier}:{name}");
-                set.add(parse_policy_text(&text, Some(&file), &label, tier));
+                set.add(parse_policy_text_with(
+                    &text,
+                    Some(&file),
+                    &label,
+                    tier,
+                    &sources.shell_tools,
+                ));
             }
             Err(e) => set.issues.push(issue(
                 IssueKind::Read,

@@ -1,6 +1,6 @@
 //! `cordon check`: one decision, or a stream of them.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 
 use anyhow::Context;
 use clap::Args;
@@ -49,26 +49,91 @@ pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
         return Ok(exit::OK);
     }
     let engine = args.policy.engine()?;
-    let stdin = std::io::stdin();
+    let mut input = std::io::stdin().lock();
     let mut out = std::io::stdout().lock();
-    for (n, line) in stdin.lock().lines().enumerate() {
-        let line = line.context("cannot read standard input")?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let reply = match parse_request(&line, args.policy.options().mode) {
-            Ok((call, mode)) => {
-                let mut opts = args.policy.options();
-                opts.mode = mode;
-                serde_json::to_value(engine.check(&call, opts, &ProcessRunner))?
+    let mut line = Vec::new();
+    let mut n = 0;
+    loop {
+        n += 1;
+        let Some(complete) = read_line(&mut input, &mut line)? else {
+            break;
+        };
+        let reply = if !complete {
+            json!({ "error": format!("line {n}: longer than {MAX_LINE} bytes; not read") })
+        } else {
+            let text = match std::str::from_utf8(&line) {
+                Ok(t) => t.trim(),
+                Err(e) => {
+                    writeln!(
+                        out,
+                        "{}",
+                        json!({ "error": format!("line {n}: not UTF-8: {e}") })
+                    )?;
+                    out.flush()?;
+                    continue;
+                }
+            };
+            if text.is_empty() {
+                continue;
             }
-            // A bad line gets an error in its place, so answers stay in step with requests.
-            Err(e) => json!({ "error": format!("line {}: {e}", n + 1) }),
+            match parse_request(text, args.policy.options().mode) {
+                Ok((call, mode)) => {
+                    let mut opts = args.policy.options();
+                    opts.mode = mode;
+                    serde_json::to_value(engine.check(&call, opts, &ProcessRunner))?
+                }
+                // A bad line gets an error in its place, so answers stay in step with requests.
+                Err(e) => json!({ "error": format!("line {n}: {e}") }),
+            }
         };
         writeln!(out, "{reply}")?;
         out.flush()?;
     }
     Ok(exit::OK)
+}
+
+/// Longest request line read; a longer one is answered with an error and skipped, so a
+/// runaway client cannot make cordon hold unbounded memory.
+const MAX_LINE: usize = 1 << 20;
+
+/// Reads one line into `buf` (without the newline). `None` at end of input; `Some(false)` if
+/// the line was longer than `MAX_LINE` (the rest of it is consumed and dropped).
+fn read_line(input: &mut impl BufRead, buf: &mut Vec<u8>) -> anyhow::Result<Option<bool>> {
+    buf.clear();
+    let read = input
+        .by_ref()
+        .take(MAX_LINE as u64 + 1)
+        .read_until(b'\n', buf)
+        .context("cannot read standard input")?;
+    if read == 0 {
+        return Ok(None);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        return Ok(Some(true));
+    }
+    if buf.len() <= MAX_LINE {
+        return Ok(Some(true)); // the last line, without a newline
+    }
+    // Too long: skip to the end of the line.
+    loop {
+        let chunk = input.fill_buf().context("cannot read standard input")?;
+        if chunk.is_empty() {
+            break;
+        }
+        match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                input.consume(i + 1);
+                break;
+            }
+            None => {
+                let len = chunk.len();
+                input.consume(len);
+            }
+        }
+    }
+    buf.clear();
+    Ok(Some(false))
 }
 
 fn parse_request(

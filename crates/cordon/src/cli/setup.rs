@@ -73,6 +73,7 @@ impl PolicyFlags {
                 excluded_tools: self.excluded_tools.clone(),
                 allowed_tools: self.allowed_tools.clone(),
             },
+            shell_tools: self.shell_tools.clone(),
             required_dirs: self
                 .policy_dirs
                 .iter()
