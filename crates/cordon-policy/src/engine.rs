@@ -225,11 +225,15 @@ impl<'e> Scope<'e, '_> {
             .map(move |i| &e.rules[i])
     }
 
+    /// Rules for which `pick` holds and whose conditions hold, best first. `pick` runs first
+    /// so that the costlier conditions are only tested on rules that could be chosen.
     fn matching<'s>(
         &'s self,
         cv: Option<&'s CommandView<'_>>,
+        pick: impl Fn(&Rule) -> bool + 's,
     ) -> impl Iterator<Item = &'e Rule> + 's {
         self.candidates(cv)
+            .filter(move |r| pick(r))
             .filter(move |r| r.matcher.conditions_hold(&self.view, cv))
     }
 
@@ -419,15 +423,14 @@ impl PolicyEngine {
         let mut verdict = match command {
             Some(script) => self.shell_verdict(script, &scope, &mut winners, trace.as_deref_mut()),
             None => {
-                let winner = scope.matching(None).find(|r| !r.is_guard());
+                let winner = scope.matching(None, |r| !r.is_guard()).next();
                 if let Some(t) = trace.as_deref_mut() {
                     t.parts.push(PartTrace {
                         command: None,
                         role: "call",
                         via: Vec::new(),
                         matched: scope
-                            .matching(None)
-                            .filter(|r| !r.is_guard())
+                            .matching(None, |r| !r.is_guard())
                             .map(RuleSummary::of)
                             .collect(),
                         decision: winner.map_or(scope.default_decision(), |r| r.decision),
@@ -545,9 +548,7 @@ impl PolicyEngine {
         trace: Option<&mut Explanation>,
         via: &[String],
     ) -> Option<Verdict<'r, 'a>> {
-        let mut matched = scope
-            .matching(Some(cv))
-            .filter(|r| !r.is_guard() && r.matcher.has_condition());
+        let mut matched = scope.matching(Some(cv), |r| !r.is_guard() && r.matcher.has_condition());
         let winner = matched.next();
         let verdict = winner
             .filter(|r| r.decision != Decision::Allow)
@@ -593,7 +594,7 @@ impl PolicyEngine {
                 why: Why::NoProgram(cmd),
             }
         } else {
-            match scope.matching(Some(cv)).find(|r| !r.is_guard()) {
+            match scope.matching(Some(cv), |r| !r.is_guard()).next() {
                 Some(r) => {
                     winners.push(r);
                     Verdict {
@@ -618,7 +619,7 @@ impl PolicyEngine {
             v.why = Why::Redirect(cmd);
         }
         // A guard at least as strict as the decision explains it better than a tool-wide rule.
-        let guard = scope.matching(Some(cv)).find(|r| r.is_guard());
+        let guard = scope.matching(Some(cv), Rule::is_guard).next();
         if let Some(g) = guard.filter(|g| {
             g.decision > v.decision || (g.decision == v.decision && v.decision == Decision::AskUser)
         }) {
@@ -630,8 +631,7 @@ impl PolicyEngine {
         }
         if let Some(t) = trace {
             let matched = scope
-                .matching(Some(cv))
-                .filter(|r| !cmd.words.is_empty() || r.is_guard())
+                .matching(Some(cv), |r| !cmd.words.is_empty() || r.is_guard())
                 .map(RuleSummary::of)
                 .collect();
             t.parts.push(PartTrace {

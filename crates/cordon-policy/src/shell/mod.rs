@@ -8,6 +8,7 @@
 //! never allowed.
 
 mod heuristics;
+mod plain;
 mod words;
 mod wrappers;
 
@@ -107,23 +108,26 @@ impl ShellAnalysis {
 
 /// Analyses a shell script as bash would read it.
 pub fn analyse(script: &str) -> ShellAnalysis {
+    analyse_with(script, true)
+}
+
+fn analyse_with(script: &str, fast_path: bool) -> ShellAnalysis {
     let mut walker = Walker {
         options: ParserOptions::default(),
         out: ShellAnalysis::default(),
+        fast_path,
     };
     walker.script(script, 0, &[]);
     walker.out
 }
 
 pub(crate) fn canonical_text(words: &[String]) -> String {
-    let mut text = String::new();
+    let mut text = String::with_capacity(words.iter().map(|w| w.len() + 1).sum());
     for (i, w) in words.iter().enumerate() {
         if i > 0 {
             text.push(' ');
         }
-        let plain = !w.is_empty()
-            && w.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+        let plain = !w.is_empty() && w.bytes().all(needs_no_quotes);
         if plain || w.starts_with(['$', '~']) || w.contains("$(") || w.contains('`') {
             // Plain words need no quotes; dynamic parts are kept as written so rules can still
             // see `$HOME` etc.
@@ -138,9 +142,15 @@ pub(crate) fn canonical_text(words: &[String]) -> String {
     text
 }
 
+fn needs_no_quotes(b: u8) -> bool {
+    matches!(b, b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'/' | b'=' | b':' | b',' | b'+' | b'@' | b'%')
+}
+
 struct Walker {
     options: ParserOptions,
     out: ShellAnalysis,
+    /// Split plain scripts without the full parser (off only to test that it agrees).
+    fast_path: bool,
 }
 
 impl Walker {
@@ -161,6 +171,15 @@ impl Walker {
             self.problem(format!(
                 "brackets nested more than {MAX_NESTING} levels deep"
             ));
+            return;
+        }
+        if self.fast_path
+            && let Some(commands) = plain::split_plain(script)
+        {
+            for c in commands {
+                let cmd = SimpleCommand::new(c.words, via, Role::Runs);
+                wrappers::unwrap(self, cmd, c.piped.then_some(HereDoc::Pipe), depth);
+            }
             return;
         }
         let parsed = guarded(|| {
@@ -627,6 +646,116 @@ mod tests {
         assert!(a.commands[1].writes.is_empty());
         let a = analyse("{ echo; } > f");
         assert_eq!(a.commands[1].writes, ["f"]);
+    }
+
+    /// The plain fast path must give exactly what the full parser gives, on every script it
+    /// accepts.
+    #[test]
+    fn the_plain_fast_path_agrees_with_the_parser() {
+        const PIECES: &[&str] = &[
+            "ls",
+            "-la",
+            "rm",
+            "-rf",
+            "/",
+            "'a b'",
+            "''",
+            "x=1",
+            "A=1",
+            "if",
+            "then",
+            "bash",
+            "-c",
+            "'echo hi && rm x'",
+            "sudo",
+            "env",
+            "timeout",
+            "5",
+            "xargs",
+            "git",
+            "push",
+            "--force",
+            "%",
+            "@",
+            "a,b",
+            "x:y",
+            "+",
+            "sh",
+            "-s",
+            "time",
+            "{",
+            "!",
+            "'it''s'",
+            "find",
+            "-exec",
+            "-delete",
+            "\\;",
+            "nohup",
+            "o'k'",
+            "&&",
+            "||",
+            "|",
+            ";",
+            "&",
+            "&&",
+            "|",
+            " ",
+            " ",
+            "\t",
+            "|&",
+            ";;",
+            "2>&1",
+            ">/dev/null",
+            "2>/dev/null",
+            ">&2",
+            "1>&2",
+            ">x",
+            "2>&1x",
+            "a2>&1",
+            "2",
+            ">",
+            ">&",
+            "&>/dev/null",
+            "2>/dev/nullx",
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut fast_accepted = 0;
+        for _ in 0..40_000 {
+            let len = (next() % 10) as usize + 1;
+            let script: Vec<&str> = (0..len)
+                .map(|_| PIECES[(next() % PIECES.len() as u64) as usize])
+                .collect();
+            let script = script.join(" ");
+            if plain::split_plain(&script).is_none() {
+                continue;
+            }
+            fast_accepted += 1;
+            let fast = analyse_with(&script, true);
+            let full = analyse_with(&script, false);
+            let view = |a: &ShellAnalysis| -> Vec<String> {
+                a.commands
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{:?} {} {:?} {:?} {:?}",
+                            c.role, c.text, c.via, c.writes, c.assignments
+                        )
+                    })
+                    .collect()
+            };
+            assert_eq!(view(&fast), view(&full), "{script}");
+            assert_eq!(fast.problems, full.problems, "{script}");
+        }
+        assert!(
+            fast_accepted > 5_000,
+            "the generator should exercise the fast path ({fast_accepted})"
+        );
     }
 
     #[test]
