@@ -91,15 +91,26 @@ fn resolve(path: &Path, cwd: &Path) -> Option<PathBuf> {
     }
 }
 
-fn sensitive(segment: &str) -> Option<Decision> {
+/// What a path component means for safety: `.git` internals and `.env` files are never
+/// touched; settings that make editors, agents or shells run things need a person's yes.
+fn sensitive(segment: &str) -> Option<(Decision, &'static str)> {
     // Windows-style stream suffixes and trailing dots/spaces must not disguise a name.
     let cleaned = segment.split(':').next().unwrap_or(segment);
     let cleaned = cleaned.trim_end_matches([' ', '.']).to_ascii_lowercase();
     match cleaned.as_str() {
-        ".git" => Some(Decision::Deny),
-        ".env" => Some(Decision::Deny),
-        s if s.starts_with(".env.") => Some(Decision::Deny),
-        ".vscode" => Some(Decision::AskUser),
+        ".git" => Some((Decision::Deny, "git's internals")),
+        ".env" => Some((Decision::Deny, "a secrets file")),
+        s if s.starts_with(".env.") => Some((Decision::Deny, "a secrets file")),
+        ".vscode" | ".idea" => Some((Decision::AskUser, "editor settings, which can run tasks")),
+        ".cordon" | ".claude" | ".gemini" | ".codex" | ".mcp.json" => Some((
+            Decision::AskUser,
+            "an agent's settings, which decide what it may do",
+        )),
+        ".bashrc" | ".bash_profile" | ".zshrc" | ".zprofile" | ".profile" | ".gitconfig"
+        | ".gitmodules" => Some((
+            Decision::AskUser,
+            "a start-up file that runs on its own later",
+        )),
         _ => None,
     }
 }
@@ -125,20 +136,23 @@ pub(super) fn check(config: &AllowedPathConfig, call: &ToolCall, env: &Environme
             ));
         };
         let inside = resolved.strip_prefix(root).unwrap_or(&resolved);
-        for seg in inside.components() {
-            let seg = seg.as_os_str().to_string_lossy();
-            match sensitive(&seg) {
-                Some(Decision::Deny) => {
+        let segments: Vec<String> = inside
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        for (i, seg) in segments.iter().enumerate() {
+            // Plan mode writes its plans under .cordon/plans/; that is what the folder is for.
+            let plans = seg == ".cordon" && segments.get(i + 1).is_some_and(|n| n == "plans");
+            match sensitive(seg).filter(|_| !plans) {
+                Some((Decision::Deny, what)) => {
                     return Verdict::deny(format!(
-                        "path `{raw}` in argument `{arg}` is inside `{seg}`, which is protected"
+                        "path `{raw}` in argument `{arg}` is inside `{seg}` ({what}), which is protected"
                     ));
                 }
-                Some(d @ Decision::AskUser) => {
+                Some((d, what)) if verdict.decision == Decision::Allow => {
                     verdict = Verdict {
                         decision: d,
-                        reason: format!(
-                            "path `{raw}` in argument `{arg}` changes editor settings in `{seg}`"
-                        ),
+                        reason: format!("path `{raw}` in argument `{arg}` changes `{seg}`: {what}"),
                     };
                 }
                 _ => {}
