@@ -6,7 +6,7 @@
 
 use cordon_policy::{ApprovalMode, CheckOptions, NoExternalRunner};
 
-#[path = "../benches/common.rs"]
+#[path = "../benches/common/mod.rs"]
 mod common;
 
 fn main() {
