@@ -1,6 +1,25 @@
 //! cordon's sandbox: what a command may touch, and how each OS enforces it.
 //!
-//! This crate is laid out for the Linux sandbox issue (`cordon run`): a backend-neutral
-//! `SandboxSpec` and backends under `linux/`, `seatbelt/` and `container/`. Nothing is
-//! enforced yet; the policy engine (`cordon-policy`) is the only part of cordon that decides
-//! today.
+//! A [`SandboxSpec`] is plain data — the command, its directory and environment, the paths it
+//! may write, its network — built by the front end and handed to a backend. The Linux backend
+//! (`linux/`) enforces it with namespaces, a read-only mount view with writable binds,
+//! `no_new_privs` and Landlock.
+
+mod spec;
+
+#[cfg(target_os = "linux")]
+pub mod linux;
+
+pub use spec::{NetworkMode, SandboxSpec, filter_environment};
+
+/// Exit statuses `cordon run` uses for its own failures, distinct from the usual command ones.
+pub mod exit {
+    /// The command ran longer than `--timeout` and was killed.
+    pub const TIMEOUT: u8 = 124;
+    /// The sandbox could not be set up; nothing ran.
+    pub const SETUP_FAILED: u8 = 125;
+    /// The command exists but cannot be executed.
+    pub const CANNOT_EXECUTE: u8 = 126;
+    /// The command was not found.
+    pub const NOT_FOUND: u8 = 127;
+}

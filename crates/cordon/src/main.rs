@@ -17,6 +17,18 @@ pub mod exit {
 }
 
 fn main() -> ExitCode {
+    // The sandbox helper is this same binary started with a hidden first argument; it must
+    // run before anything else so that it stays single-threaded.
+    #[cfg(target_os = "linux")]
+    {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        if args
+            .first()
+            .is_some_and(|a| a == cordon_sandbox::linux::HELPER_ARG)
+        {
+            cordon_sandbox::linux::helper_main(&args[1..]);
+        }
+    }
     let args = cli::Cli::parse();
     match cli::run(args) {
         Ok(code) => ExitCode::from(code),

@@ -2,6 +2,8 @@
 
 mod check;
 mod policy;
+#[cfg(target_os = "linux")]
+mod run;
 mod setup;
 
 use std::path::PathBuf;
@@ -27,6 +29,11 @@ enum Command {
     /// Inspect and maintain policy files.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Run a command in the sandbox: it reads what it needs, writes only the working
+    /// directory, its private /tmp and allowed paths, sees no other processes, has no network
+    /// but loopback, and holds no privileges.
+    #[cfg(target_os = "linux")]
+    Run(run::RunArgs),
 }
 
 fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
@@ -100,5 +107,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Policy(cmd) => policy::run(cmd),
+        #[cfg(target_os = "linux")]
+        Command::Run(args) => run::run(args),
     }
 }

@@ -1,0 +1,449 @@
+//! The sandbox helper: a fresh, single-threaded copy of cordon that builds the sandbox and
+//! becomes its first process.
+//!
+//! Order: die with the parent → new user, mount, PID, IPC, UTS (and network) namespaces →
+//! map our own uid/gid → fork the namespace's PID 1, which builds the mount view (read-only
+//! root, private /tmp and /dev, fresh /proc, writable binds, read-only paths inside them) and
+//! pivots into it → PID 1 forks the command, which drops every capability, sets
+//! `no_new_privs`, restricts itself with Landlock and execs. PID 1 stays to reap and to pass
+//! the command's status back.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus,
+};
+
+use super::sys;
+use super::{ERROR_FD, SPEC_FD};
+use crate::{NetworkMode, SandboxSpec, exit};
+
+/// A failed step: the exit code to use, the step, and the detail.
+struct Failure(u8, &'static str, String);
+
+impl Failure {
+    fn io(step: &'static str, e: std::io::Error, hint: &str) -> Self {
+        let hint = if hint.is_empty() {
+            String::new()
+        } else {
+            format!(" ({hint})")
+        };
+        Failure(exit::SETUP_FAILED, step, format!("{e}{hint}"))
+    }
+}
+
+fn report(errors: &mut Option<std::fs::File>, f: &Failure) -> ! {
+    if let Some(e) = errors.as_mut() {
+        let detail = f.2.replace(['\n', '\t'], " ");
+        let _ = writeln!(e, "{}\t{}\t{}", f.0, f.1, detail);
+    }
+    sys::exit_now(i32::from(f.0))
+}
+
+/// Entry point, called by `cordon` when its first argument is [`super::HELPER_ARG`].
+pub fn helper_main(args: &[OsString]) -> ! {
+    let mut errors = sys::adopt_fd(ERROR_FD).ok();
+    match setup_and_run(args, &mut errors) {
+        Ok(never) => match never {},
+        Err(f) => report(&mut errors, &f),
+    }
+}
+
+enum Never {}
+
+fn setup_and_run(args: &[OsString], errors: &mut Option<std::fs::File>) -> Result<Never, Failure> {
+    let parent: i32 = args
+        .first()
+        .and_then(|a| a.to_str())
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| {
+            Failure(
+                exit::SETUP_FAILED,
+                "arguments",
+                "the helper is run by cordon only".into(),
+            )
+        })?;
+    sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
+    if sys::getppid() != parent {
+        return Err(Failure(
+            exit::SETUP_FAILED,
+            "die-with-parent",
+            "cordon exited before the sandbox started".into(),
+        ));
+    }
+    let mut input = sys::adopt_fd(SPEC_FD).map_err(|e| Failure::io("read spec", e, ""))?;
+    let mut raw = Vec::new();
+    input
+        .read_to_end(&mut raw)
+        .map_err(|e| Failure::io("read spec", e, ""))?;
+    drop(input);
+    let spec: SandboxSpec = serde_json::from_slice(&raw)
+        .map_err(|e| Failure(exit::SETUP_FAILED, "read spec", e.to_string()))?;
+
+    let (uid, gid) = sys::ids();
+    let mut flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    if spec.network == NetworkMode::None {
+        flags |= libc::CLONE_NEWNET;
+    }
+    sys::unshare(flags).map_err(|e| {
+        Failure::io(
+            "unshare",
+            e,
+            "user namespaces are unavailable here; on Ubuntu 24.04 AppArmor restricts them \
+             (sysctl kernel.apparmor_restrict_unprivileged_userns=0), inside Docker they need \
+             --security-opt seccomp=unconfined",
+        )
+    })?;
+    write_id_maps(uid, gid)?;
+
+    // The first child is PID 1 of the new PID namespace; when it ends, so does everything
+    // the command left running.
+    match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
+        Some(init) => {
+            let code = match sys::wait(init) {
+                Ok(Some((_, ended))) => ended.code(),
+                _ => i32::from(exit::SETUP_FAILED),
+            };
+            sys::exit_now(code)
+        }
+        None => init(spec, errors),
+    }
+}
+
+fn write_id_maps(uid: u32, gid: u32) -> Result<(), Failure> {
+    let write = |file: &str, text: String| {
+        std::fs::write(file, text).map_err(|e| Failure::io("uid/gid map", e, file))
+    };
+    write("/proc/self/setgroups", "deny".into())?;
+    write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+    write("/proc/self/gid_map", format!("{gid} {gid} 1"))
+}
+
+fn init(spec: SandboxSpec, errors: &mut Option<std::fs::File>) -> Result<Never, Failure> {
+    sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
+    build_mount_view(&spec)?;
+    let _ = sys::sethostname("cordon");
+    if spec.network == NetworkMode::None {
+        sys::loopback_up().map_err(|e| Failure::io("loopback", e, ""))?;
+    }
+    let command = match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
+        Some(pid) => pid,
+        None => match exec_command(&spec) {
+            Ok(never) => match never {},
+            Err(f) => report(errors, &f),
+        },
+    };
+    // Our copy of the error channel must not keep the parent waiting; the command's copy
+    // closes when it execs.
+    drop(errors.take());
+    loop {
+        match sys::wait(-1) {
+            Ok(Some((pid, ended))) if pid == command => sys::exit_now(ended.code()),
+            Ok(Some(_)) => continue,
+            Ok(None) | Err(_) => sys::exit_now(i32::from(exit::SETUP_FAILED)),
+        }
+    }
+}
+
+const RO_FLAGS: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV;
+
+fn mount_step(step: &'static str, r: std::io::Result<()>, what: &Path) -> Result<(), Failure> {
+    r.map_err(|e| Failure(exit::SETUP_FAILED, step, format!("{}: {e}", what.display())))
+}
+
+/// `/newroot` + an absolute host path.
+fn inside(path: &Path) -> PathBuf {
+    Path::new("/newroot").join(path.strip_prefix("/").unwrap_or(path))
+}
+
+fn build_mount_view(spec: &SandboxSpec) -> Result<(), Failure> {
+    let root = Path::new("/");
+    mount_step(
+        "make mounts private",
+        sys::mount(None, root, None, libc::MS_REC | libc::MS_PRIVATE, None),
+        root,
+    )?;
+    // A scratch tmpfs becomes the root for a moment, with the host's root under /oldroot.
+    let base = Path::new("/tmp");
+    mount_step(
+        "scratch tmpfs",
+        sys::mount(
+            Some(Path::new("tmpfs")),
+            base,
+            Some("tmpfs"),
+            RO_FLAGS,
+            Some("mode=0755"),
+        ),
+        base,
+    )?;
+    std::env::set_current_dir(base).map_err(|e| Failure::io("chdir", e, "/tmp"))?;
+    for d in ["newroot", "oldroot"] {
+        std::fs::create_dir(d).map_err(|e| Failure::io("mkdir", e, d))?;
+    }
+    mount_step(
+        "pivot_root",
+        sys::pivot_root(base, &base.join("oldroot")),
+        base,
+    )?;
+    std::env::set_current_dir("/").map_err(|e| Failure::io("chdir", e, "/"))?;
+
+    // The host's file system, read-only.
+    let newroot = Path::new("/newroot");
+    mount_step(
+        "bind root",
+        sys::mount(
+            Some(Path::new("/oldroot")),
+            newroot,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+        ),
+        newroot,
+    )?;
+    mount_step(
+        "read-only root",
+        sys::make_read_only_recursive(newroot),
+        newroot,
+    )?;
+
+    // Our own /proc (this PID namespace's processes only), /dev and /tmp.
+    let proc_ = inside(Path::new("/proc"));
+    mount_step(
+        "mount /proc",
+        sys::mount(
+            Some(Path::new("proc")),
+            &proc_,
+            Some("proc"),
+            RO_FLAGS | libc::MS_NOEXEC,
+            None,
+        ),
+        &proc_,
+    )?;
+    build_dev()?;
+    let tmp = inside(Path::new("/tmp"));
+    mount_step(
+        "private /tmp",
+        sys::mount(
+            Some(Path::new("tmpfs")),
+            &tmp,
+            Some("tmpfs"),
+            RO_FLAGS,
+            Some("mode=1777"),
+        ),
+        &tmp,
+    )?;
+
+    // Writable places: the working directory and what the user allowed.
+    for path in std::iter::once(&spec.cwd).chain(&spec.writable) {
+        let host = Path::new("/oldroot").join(path.strip_prefix("/").unwrap_or(path));
+        if !host.exists() {
+            return Err(Failure(
+                exit::SETUP_FAILED,
+                "writable path",
+                format!("{} does not exist", path.display()),
+            ));
+        }
+        let target = inside(path);
+        if !target.exists() {
+            // Under the private /tmp: make the mount point there.
+            if host.is_dir() {
+                std::fs::create_dir_all(&target).map_err(|e| Failure::io("mkdir", e, ""))?;
+            } else {
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| Failure::io("mkdir", e, ""))?;
+                }
+                std::fs::write(&target, b"").map_err(|e| Failure::io("mount point", e, ""))?;
+            }
+        }
+        mount_step(
+            "writable bind",
+            sys::mount(
+                Some(&host),
+                &target,
+                None,
+                libc::MS_BIND | libc::MS_REC,
+                None,
+            ),
+            path,
+        )?;
+    }
+    // Read-only spots inside writable places.
+    for path in &spec.read_only {
+        let target = inside(path);
+        if target.exists() {
+            mount_step(
+                "read-only bind",
+                sys::mount(
+                    Some(&target),
+                    &target,
+                    None,
+                    libc::MS_BIND | libc::MS_REC,
+                    None,
+                ),
+                path,
+            )?;
+            mount_step(
+                "read-only bind",
+                sys::make_read_only_recursive(&target),
+                path,
+            )?;
+        }
+    }
+
+    // Into the new root; the scratch root and the host's view under it go away.
+    std::env::set_current_dir(newroot).map_err(|e| Failure::io("chdir", e, "/newroot"))?;
+    let here = Path::new(".");
+    mount_step("pivot_root", sys::pivot_root(here, here), here)?;
+    mount_step("detach old root", sys::umount_detach(here), here)?;
+    std::env::set_current_dir(&spec.cwd)
+        .map_err(|e| Failure::io("chdir", e, &spec.cwd.display().to_string()))?;
+    Ok(())
+}
+
+/// A minimal /dev: the harmless devices, a private devpts and shared memory, nothing else.
+fn build_dev() -> Result<(), Failure> {
+    let dev = inside(Path::new("/dev"));
+    mount_step(
+        "mount /dev",
+        sys::mount(
+            Some(Path::new("tmpfs")),
+            &dev,
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            Some("mode=0755"),
+        ),
+        &dev,
+    )?;
+    for name in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let target = dev.join(name);
+        std::fs::write(&target, b"").map_err(|e| Failure::io("mkdev", e, name))?;
+        let host = Path::new("/oldroot/dev").join(name);
+        mount_step(
+            "bind device",
+            sys::mount(Some(&host), &target, None, libc::MS_BIND, None),
+            &target,
+        )?;
+    }
+    for d in ["pts", "shm"] {
+        std::fs::create_dir(dev.join(d)).map_err(|e| Failure::io("mkdir", e, d))?;
+    }
+    let shm = dev.join("shm");
+    mount_step(
+        "mount /dev/shm",
+        sys::mount(
+            Some(Path::new("tmpfs")),
+            &shm,
+            Some("tmpfs"),
+            RO_FLAGS,
+            Some("mode=1777"),
+        ),
+        &shm,
+    )?;
+    // A private pseudo-terminal instance; without one, programs that open a pty fail, which is
+    // weaker only for them.
+    let pts = dev.join("pts");
+    if sys::mount(
+        Some(Path::new("devpts")),
+        &pts,
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=620"),
+    )
+    .is_ok()
+    {
+        let _ = std::os::unix::fs::symlink("pts/ptmx", dev.join("ptmx"));
+    }
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let _ = std::os::unix::fs::symlink(target, dev.join(link));
+    }
+    Ok(())
+}
+
+/// In the command's process: give up every power, then become the command.
+fn exec_command(spec: &SandboxSpec) -> Result<Never, Failure> {
+    sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
+    sys::drop_all_capabilities().map_err(|e| Failure::io("drop capabilities", e, ""))?;
+    sys::set_no_new_privs().map_err(|e| Failure::io("no_new_privs", e, ""))?;
+    restrict_files(spec)?;
+    let Some((program, args)) = spec.argv.split_first() else {
+        return Err(Failure(
+            exit::SETUP_FAILED,
+            "command",
+            "no command given".into(),
+        ));
+    };
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .env("TMPDIR", "/tmp");
+    let e = cmd.exec();
+    let code = match e.kind() {
+        std::io::ErrorKind::NotFound => exit::NOT_FOUND,
+        _ => exit::CANNOT_EXECUTE,
+    };
+    Err(Failure(code, "exec", format!("{program}: {e}")))
+}
+
+/// Landlock: read and run anything, write only where the mount view lets us write. A second
+/// wall in case the first has a gap.
+fn restrict_files(spec: &SandboxSpec) -> Result<(), Failure> {
+    let abi = ABI::V5;
+    let landlock =
+        |e: landlock::RulesetError| Failure(exit::SETUP_FAILED, "landlock", e.to_string());
+    let path_fd = |p: &Path| {
+        PathFd::new(p).map_err(|e| {
+            Failure(
+                exit::SETUP_FAILED,
+                "landlock",
+                format!("{}: {e}", p.display()),
+            )
+        })
+    };
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(landlock)?
+        .create()
+        .map_err(landlock)?
+        .add_rule(PathBeneath::new(
+            path_fd(Path::new("/"))?,
+            AccessFs::from_read(abi),
+        ))
+        .map_err(landlock)?
+        .add_rule(PathBeneath::new(
+            path_fd(Path::new("/dev"))?,
+            AccessFs::from_read(abi) | AccessFs::WriteFile,
+        ))
+        .map_err(landlock)?;
+    for p in [Path::new("/tmp"), Path::new("/dev/shm")]
+        .into_iter()
+        .chain(std::iter::once(spec.cwd.as_path()))
+        .chain(spec.writable.iter().map(PathBuf::as_path))
+    {
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(path_fd(p)?, AccessFs::from_all(abi)))
+            .map_err(landlock)?;
+    }
+    let status = ruleset.restrict_self().map_err(landlock)?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        // The mount view still holds; say that the second wall is missing.
+        eprintln!(
+            "cordon: warning: Landlock is not available on this kernel; file rules rest on the mount view alone"
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,306 @@
+//! The system calls the sandbox setup needs, each behind a small safe function. All of the
+//! crate's `unsafe` is here.
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+fn cstr(p: &OsStr) -> io::Result<CString> {
+    CString::new(p.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// `fork()`: `Ok(None)` in the child, `Ok(Some(pid))` in the parent.
+///
+/// Only called from the sandbox helper, which is single-threaded (a fresh exec of cordon that
+/// starts no threads), so the child does not inherit locks held by other threads.
+pub fn fork() -> io::Result<Option<libc::pid_t>> {
+    // SAFETY: the helper process has a single thread (see above), so the child may go on
+    // running ordinary Rust code after fork.
+    let pid = check(unsafe { libc::fork() })?;
+    Ok((pid != 0).then_some(pid))
+}
+
+pub fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare takes no pointers; the helper is single-threaded, so no other thread can
+    // observe the namespace change half-way.
+    check(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+pub fn mount(
+    source: Option<&Path>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let source = source.map(|s| cstr(s.as_os_str())).transpose()?;
+    let target = cstr(target.as_os_str())?;
+    let fstype = fstype.map(|f| cstr(OsStr::new(f))).transpose()?;
+    let data = data.map(|d| cstr(OsStr::new(d))).transpose()?;
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is either null or a NUL-terminated string that outlives the call.
+    check(unsafe {
+        libc::mount(
+            ptr(&source),
+            target.as_ptr(),
+            ptr(&fstype),
+            flags,
+            ptr(&data).cast(),
+        )
+    })
+    .map(drop)
+}
+
+/// Makes the mount at `target` and every mount below it read-only, in one call.
+pub fn make_read_only_recursive(target: &Path) -> io::Result<()> {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    let target = cstr(target.as_os_str())?;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: the path is NUL-terminated and the attribute struct has the kernel's layout
+    // (`struct mount_attr`, MOUNT_ATTR_SIZE_VER0 = 32 bytes); both outlive the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+pub fn pivot_root(new_root: &Path, put_old: &Path) -> io::Result<()> {
+    let new_root = cstr(new_root.as_os_str())?;
+    let put_old = cstr(put_old.as_os_str())?;
+    // SAFETY: both pointers are NUL-terminated strings that outlive the call.
+    let ret = unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+pub fn umount_detach(target: &Path) -> io::Result<()> {
+    let target = cstr(target.as_os_str())?;
+    // SAFETY: the pointer is a NUL-terminated string that outlives the call.
+    check(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }).map(drop)
+}
+
+/// Asks the kernel to send `signal` to this process when its parent dies.
+pub fn die_with_parent(signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: PR_SET_PDEATHSIG takes an integer argument only.
+    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong, 0, 0, 0) })
+        .map(drop)
+}
+
+pub fn set_no_new_privs() -> io::Result<()> {
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
+    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
+}
+
+/// Drops every capability: bounding set, ambient set, and the effective, permitted and
+/// inheritable sets. Inside the user namespace the process holds all capabilities until
+/// now; the command must hold none, even when cordon runs as root.
+pub fn drop_all_capabilities() -> io::Result<()> {
+    for cap in 0..64 {
+        // SAFETY: PR_CAPBSET_DROP takes integer arguments only.
+        let ret = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+        if ret < 0 {
+            let e = io::Error::last_os_error();
+            // Past the last capability this kernel knows.
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                break;
+            }
+            return Err(e);
+        }
+    }
+    // SAFETY: PR_CAP_AMBIENT takes integer arguments only.
+    check(unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    })?;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: header and data have the kernel's layout for version 3 (two data structs) and
+    // outlive the call.
+    let ret = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+pub fn sethostname(name: &str) -> io::Result<()> {
+    // SAFETY: the pointer and length describe `name`, which outlives the call.
+    check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(drop)
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Exited(i32),
+    Signaled(i32),
+}
+
+impl Ended {
+    /// The status a shell would report: the exit code, or 128 + the signal.
+    pub fn code(self) -> i32 {
+        match self {
+            Ended::Exited(c) => c,
+            Ended::Signaled(s) => 128 + s,
+        }
+    }
+}
+
+/// Waits for any child (`pid` = -1) or one child; `Ok(None)` when there are no children left.
+pub fn wait(pid: libc::pid_t) -> io::Result<Option<(libc::pid_t, Ended)>> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer for the duration of the call.
+        let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if ret < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::ECHILD) => return Ok(None),
+                _ => return Err(e),
+            }
+        }
+        let ended = if libc::WIFEXITED(status) {
+            Ended::Exited(libc::WEXITSTATUS(status))
+        } else if libc::WIFSIGNALED(status) {
+            Ended::Signaled(libc::WTERMSIG(status))
+        } else {
+            continue;
+        };
+        return Ok(Some((ret, ended)));
+    }
+}
+
+pub fn kill(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill takes integers only; a failure (the process is gone) is of no consequence.
+    unsafe { libc::kill(pid, signal) };
+}
+
+pub fn getppid() -> libc::pid_t {
+    // SAFETY: getppid cannot fail and takes no arguments.
+    unsafe { libc::getppid() }
+}
+
+pub fn ids() -> (libc::uid_t, libc::gid_t) {
+    // SAFETY: getuid and getgid cannot fail and take no arguments.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}
+
+/// Leaves the process with exactly this status, without running Rust's exit handlers (which
+/// could flush buffers inherited across fork twice).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit ends the process immediately; nothing after it runs.
+    unsafe { libc::_exit(code) }
+}
+
+/// For `Command::pre_exec`: puts `fd` at `target` in the child, without close-on-exec.
+pub fn install_fd(cmd: &mut std::process::Command, fd: libc::c_int, target: libc::c_int) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and only calls dup2 and fcntl,
+    // which are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if fd == target {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                check(libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC))?;
+            } else {
+                check(libc::dup2(fd, target))?;
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Takes ownership of an inherited file descriptor.
+pub fn adopt_fd(fd: libc::c_int) -> io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_GETFD only inspects the descriptor; it fails if `fd` is not open.
+    check(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    // SAFETY: the descriptor is open (checked above) and nothing else in this process owns
+    // it: it was placed here by our parent for this purpose.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Brings up `lo` in a fresh network namespace (it starts down).
+pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: socket takes integers only.
+    let sock =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: ifreq is plain data; zeroed is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: `req` is a valid ifreq naming an interface and outlives both calls; the
+    // union field written is the one SIOCSIFFLAGS reads.
+    let result = unsafe {
+        check(libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req)).and_then(|_| {
+            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            check(libc::ioctl(sock, libc::SIOCSIFFLAGS, &mut req))
+        })
+    };
+    // SAFETY: `sock` is a descriptor this function opened and no longer uses.
+    unsafe { libc::close(sock) };
+    result.map(drop)
+}

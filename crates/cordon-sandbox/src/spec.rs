@@ -1,0 +1,98 @@
+//! The backend-neutral description of one sandboxed run.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// What the command's network looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkMode {
+    /// Its own network namespace with only loopback.
+    #[default]
+    None,
+    /// The host's network.
+    Host,
+}
+
+/// One run: the command and everything it may touch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    /// Program and arguments; the program is looked up on the sandbox's `PATH`.
+    pub argv: Vec<String>,
+    /// Working directory; writable.
+    pub cwd: PathBuf,
+    /// The command's whole environment.
+    pub env: Vec<(String, String)>,
+    /// Absolute paths the command may write besides `cwd` and its private `/tmp`.
+    pub writable: Vec<PathBuf>,
+    /// Absolute paths inside writable ones that stay read-only.
+    pub read_only: Vec<PathBuf>,
+    pub network: NetworkMode,
+}
+
+/// Variables that usually hold credentials. A sandboxed command does not need the agent's
+/// keys, so they are not passed unless asked for.
+const SECRET_SUFFIXES: &[&str] = &[
+    "_TOKEN",
+    "_SECRET",
+    "_API_KEY",
+    "_APIKEY",
+    "_PASSWORD",
+    "_ACCESS_KEY",
+    "_PRIVATE_KEY",
+];
+const SECRET_PREFIXES: &[&str] = &[
+    "AWS_",
+    "AZURE_",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GH_",
+    "GITHUB_TOKEN",
+    "NPM_TOKEN",
+    "SSH_AUTH_SOCK",
+];
+
+fn is_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s))
+        || SECRET_PREFIXES.iter().any(|p| upper.starts_with(p))
+}
+
+/// The environment a command gets: `vars` minus likely secrets, except those in `keep`.
+/// Returns the kept variables and the names that were removed.
+pub fn filter_environment(
+    vars: impl IntoIterator<Item = (String, String)>,
+    keep: &[String],
+) -> (Vec<(String, String)>, Vec<String>) {
+    let mut kept = Vec::new();
+    let mut removed = Vec::new();
+    for (k, v) in vars {
+        if is_secret(&k) && !keep.contains(&k) {
+            removed.push(k);
+        } else {
+            kept.push((k, v));
+        }
+    }
+    (kept, removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_removed_unless_kept() {
+        let vars = [
+            ("PATH", "/bin"),
+            ("OPENAI_API_KEY", "x"),
+            ("AWS_PROFILE", "p"),
+            ("GITHUB_TOKEN", "t"),
+            ("HOME", "/h"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let (kept, removed) = filter_environment(vars, &["AWS_PROFILE".to_string()]);
+        let names: Vec<_> = kept.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["PATH", "AWS_PROFILE", "HOME"]);
+        assert_eq!(removed, ["OPENAI_API_KEY", "GITHUB_TOKEN"]);
+    }
+}

@@ -1,0 +1,115 @@
+//! `cordon run`: a command in the sandbox.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use cordon_sandbox::linux::{RunError, run as run_sandboxed};
+use cordon_sandbox::{NetworkMode, SandboxSpec, filter_environment};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Network {
+    /// Only loopback inside the sandbox.
+    None,
+    /// The host's network.
+    Host,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A path the command may write besides the working directory (repeatable).
+    #[arg(long = "allow-write", value_name = "PATH")]
+    allow_write: Vec<PathBuf>,
+    /// A path inside a writable one that stays read-only (repeatable).
+    #[arg(long = "deny-write", value_name = "PATH")]
+    deny_write: Vec<PathBuf>,
+    /// Network: none (loopback only) or host.
+    #[arg(long, value_enum, default_value = "none")]
+    network: Network,
+    /// Kill the command after this many seconds (exit status 124).
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// Pass this variable even though it looks like a secret (repeatable).
+    #[arg(long = "keep-env", value_name = "NAME")]
+    keep_env: Vec<String>,
+    /// Run this string with /bin/sh -c.
+    #[arg(short = 'c', value_name = "SHELL STRING", conflicts_with = "command")]
+    shell: Option<String>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// `~/` is home, relative paths are against the working directory; the result must exist.
+fn resolve(path: &Path, cwd: &Path, flag: &str) -> anyhow::Result<PathBuf> {
+    let expanded = match path.strip_prefix("~") {
+        Ok(rest) => {
+            let home = std::env::var_os("HOME").context("~ needs HOME to be set")?;
+            PathBuf::from(home).join(rest)
+        }
+        Err(_) => cwd.join(path),
+    };
+    std::fs::canonicalize(&expanded).with_context(|| {
+        format!(
+            "{flag} {}: cannot resolve {}",
+            path.display(),
+            expanded.display()
+        )
+    })
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let argv = match (&args.shell, args.command.is_empty()) {
+        (Some(s), _) => vec!["/bin/sh".to_string(), "-c".to_string(), s.clone()],
+        (None, false) => args.command.clone(),
+        (None, true) => bail!("give a command after `--` or a shell string with -c"),
+    };
+    let timeout = match args.timeout {
+        Some(t) if !(t > 0.0 && t.is_finite()) => {
+            bail!("--timeout must be a positive number of seconds")
+        }
+        Some(t) => Some(Duration::from_secs_f64(t)),
+        None => None,
+    };
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let cwd = std::fs::canonicalize(&cwd).context("cannot resolve the current directory")?;
+    let writable = args
+        .allow_write
+        .iter()
+        .map(|p| resolve(p, &cwd, "--allow-write"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let read_only = args
+        .deny_write
+        .iter()
+        .map(|p| resolve(p, &cwd, "--deny-write"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let vars = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let (env, _removed) = filter_environment(vars, &args.keep_env);
+    let spec = SandboxSpec {
+        argv,
+        cwd,
+        env,
+        writable,
+        read_only,
+        network: match args.network {
+            Network::None => NetworkMode::None,
+            Network::Host => NetworkMode::Host,
+        },
+    };
+    match run_sandboxed(&spec, timeout) {
+        Ok(outcome) => {
+            if outcome.timed_out {
+                eprintln!("cordon: the command ran longer than --timeout and was killed");
+            }
+            Ok(u8::try_from(outcome.code).unwrap_or(u8::MAX))
+        }
+        Err(e) => {
+            eprintln!("cordon: {e}");
+            Ok(match &e {
+                RunError::Setup { .. } | RunError::Spawn(_) => e.exit_code(),
+            })
+        }
+    }
+}

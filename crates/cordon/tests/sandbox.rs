@@ -1,0 +1,302 @@
+//! Attempts to get out of `cordon run`, through the real binary. Each test tries something a
+//! hostile command would, and checks on the host that nothing happened.
+//!
+//! These need unprivileged user namespaces. Where they are missing the tests skip with the
+//! reason, unless `CORDON_TEST_NO_SKIP` is set (CI), where a skip is a failure.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Sandbox {
+    _tmp: tempfile::TempDir,
+    /// The command's working directory (writable).
+    ws: PathBuf,
+    /// A directory outside the workspace, standing in for the rest of the host.
+    outside: PathBuf,
+}
+
+impl Sandbox {
+    /// `None` (after printing why) when this machine cannot run sandboxes.
+    fn new() -> Option<Self> {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let ws = tmp.path().join("ws");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&ws).expect("mkdir");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        let sb = Sandbox {
+            _tmp: tmp,
+            ws,
+            outside,
+        };
+        let probe = sb.run(&["--", "true"]);
+        if probe.status.success() {
+            return Some(sb);
+        }
+        let why = format!(
+            "sandbox tests skipped: `cordon run -- true` failed here: {}",
+            stderr(&probe)
+        );
+        assert!(
+            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+            "{why} (CORDON_TEST_NO_SKIP is set)"
+        );
+        eprintln!("{why}");
+        None
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_env(args, &[])
+    }
+
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_cordon"))
+            .arg("run")
+            .args(args)
+            .current_dir(&self.ws)
+            .envs(env.iter().copied())
+            .output()
+            .expect("run cordon")
+    }
+
+    fn sh(&self, script: &str) -> Output {
+        self.run(&["-c", script])
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn q(p: &Path) -> String {
+    format!("'{}'", p.display())
+}
+
+#[test]
+fn the_working_directory_and_tmp_are_writable() {
+    let Some(sb) = Sandbox::new() else { return };
+    let o = sb.sh("echo hi > made.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(sb.ws.join("made.txt")).expect("written"),
+        "hi\n"
+    );
+    assert_eq!(stdout(&o), "t\n");
+}
+
+#[test]
+fn writes_outside_the_workspace_do_not_reach_the_host() {
+    let Some(sb) = Sandbox::new() else { return };
+    let target = sb.outside.join("planted");
+    let attempts = [
+        format!("echo x > {}", q(&target)),
+        "echo x > ../outside/planted".to_string(),
+        "cd .. && echo x > outside/planted".to_string(),
+        format!("ln -s {} link && echo x > link/planted", q(&sb.outside)),
+        format!("echo x > /proc/self/root{}", target.display()),
+        "echo x > /proc/1/cwd/../outside/planted".to_string(),
+        format!("cp /etc/hostname {}", q(&target)),
+        format!("mkdir -p {}/planted", q(&sb.outside)),
+        format!("mv made {}", q(&target)),
+    ];
+    std::fs::write(sb.ws.join("made"), "m").expect("write");
+    for a in &attempts {
+        let o = sb.sh(a);
+        assert!(
+            !target.exists(),
+            "`{a}` wrote outside the workspace: {}",
+            stderr(&o)
+        );
+    }
+    assert!(
+        sb.ws.join("made").exists(),
+        "a failed move must not lose the file"
+    );
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let planted = Path::new(&home).join(format!(".cordon-escape-{}", std::process::id()));
+    sb.sh(&format!("echo x > {}", q(&planted)));
+    assert!(
+        !planted.exists(),
+        "the sandbox wrote into the home directory"
+    );
+}
+
+#[test]
+fn hard_links_to_host_files_cannot_be_made() {
+    let Some(sb) = Sandbox::new() else { return };
+    let victim = sb.outside.join("victim");
+    std::fs::write(&victim, "original").expect("write");
+    let o = sb.sh(&format!("ln {} hard && echo changed > hard", q(&victim)));
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("read"),
+        "original",
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn deny_write_keeps_a_path_read_only_inside_the_workspace() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::create_dir_all(sb.ws.join(".git")).expect("mkdir");
+    std::fs::write(sb.ws.join(".git/config"), "[core]\n").expect("write");
+    let o = sb.run(&[
+        "--deny-write",
+        ".git",
+        "-c",
+        "echo '[core] fsmonitor=evil' >> .git/config; rm -rf .git; echo ok > fine",
+    ]);
+    assert_eq!(
+        std::fs::read_to_string(sb.ws.join(".git/config")).expect("read"),
+        "[core]\n",
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        sb.ws.join("fine").exists(),
+        "the rest of the workspace stays writable"
+    );
+}
+
+#[test]
+fn host_processes_are_invisible() {
+    let Some(sb) = Sandbox::new() else { return };
+    let o = sb.sh("ls /proc | grep -c '^[0-9]'");
+    let count: u32 = stdout(&o).trim().parse().expect("a count");
+    assert!(count <= 5, "the sandbox sees {count} processes");
+    let o = sb.sh(&format!("kill -0 {}", std::process::id()));
+    assert!(
+        !o.status.success(),
+        "the sandbox could signal the test process"
+    );
+}
+
+#[test]
+fn no_capabilities_and_no_privilege_gain() {
+    let Some(sb) = Sandbox::new() else { return };
+    let o = sb.sh(
+        "grep -E '^Cap(Eff|Prm|Bnd|Amb):' /proc/self/status; grep NoNewPrivs /proc/self/status",
+    );
+    let out = stdout(&o);
+    for line in out.lines().filter(|l| l.starts_with("Cap")) {
+        assert!(
+            line.ends_with("0000000000000000"),
+            "capability left: {line}"
+        );
+    }
+    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+    let o = sb.sh("mount -t tmpfs none /mnt 2>&1 || echo refused");
+    assert!(
+        stdout(&o).contains("refused"),
+        "mount worked: {}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn no_network_but_loopback() {
+    let Some(sb) = Sandbox::new() else { return };
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("addr").port();
+    listener.set_nonblocking(true).expect("nonblocking");
+    let o = sb.sh(&format!(
+        "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"
+    ));
+    let o2 = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"),
+        ])
+        .current_dir(&sb.ws)
+        .output()
+        .expect("run");
+    assert!(
+        !stdout(&o).contains("connected") && !stdout(&o2).contains("connected"),
+        "reached the host's loopback"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the host listener got a connection"
+    );
+    let o = sb.sh("grep -c ':' /proc/net/dev");
+    assert_eq!(
+        stdout(&o).trim(),
+        "1",
+        "only lo should exist: {}",
+        stdout(&sb.sh("cat /proc/net/dev"))
+    );
+}
+
+#[test]
+fn exit_status_is_the_commands() {
+    let Some(sb) = Sandbox::new() else { return };
+    assert_eq!(sb.sh("exit 7").status.code(), Some(7));
+    assert_eq!(sb.sh("kill -9 $$").status.code(), Some(137));
+    let o = sb.run(&["--", "no-such-command-xyz"]);
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no-such-command-xyz"), "{}", stderr(&o));
+    let o = sb.run(&["--timeout", "0.5", "--", "sleep", "30"]);
+    assert_eq!(o.status.code(), Some(124), "{}", stderr(&o));
+}
+
+#[test]
+fn background_processes_die_with_the_run() {
+    let Some(sb) = Sandbox::new() else { return };
+    let marker = format!("cordon-bg-{}", std::process::id());
+    let o = sb.sh(&format!("(exec -a {marker} sleep 300) & echo started"));
+    assert!(stdout(&o).contains("started"), "{}", stderr(&o));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let ps = Command::new("pgrep")
+        .args(["-f", &marker])
+        .output()
+        .expect("pgrep");
+    assert!(
+        ps.stdout.is_empty(),
+        "a background process outlived the run: {}",
+        String::from_utf8_lossy(&ps.stdout)
+    );
+}
+
+#[test]
+fn secrets_are_not_passed_to_the_command() {
+    let Some(sb) = Sandbox::new() else { return };
+    let env = [
+        ("MY_SERVICE_TOKEN", "s3cret"),
+        ("OPENAI_API_KEY", "k"),
+        ("PLAIN_VAR", "fine"),
+    ];
+    let o = sb.run_env(
+        &[
+            "-c",
+            "echo ${MY_SERVICE_TOKEN:-none} ${OPENAI_API_KEY:-none} $PLAIN_VAR",
+        ],
+        &env,
+    );
+    assert_eq!(stdout(&o).trim(), "none none fine");
+    let o = sb.run_env(
+        &["--keep-env", "OPENAI_API_KEY", "-c", "echo $OPENAI_API_KEY"],
+        &env,
+    );
+    assert_eq!(stdout(&o).trim(), "k");
+}
+
+#[test]
+fn devices_are_a_minimal_set() {
+    let Some(sb) = Sandbox::new() else { return };
+    let o = sb.sh("ls /dev");
+    let out = stdout(&o);
+    assert!(out.contains("null") && out.contains("urandom"), "{out}");
+    assert!(
+        !out.contains("sda") && !out.contains("mem") && !out.contains("kmsg"),
+        "host devices visible: {out}"
+    );
+    let o = sb.sh("mknod /tmp/dev-sda b 8 0 2>&1 || echo refused");
+    assert!(stdout(&o).contains("refused"), "{}", stdout(&o));
+}
