@@ -29,6 +29,10 @@ pub struct SandboxSpec {
     /// Absolute paths inside writable ones that stay read-only.
     pub read_only: Vec<PathBuf>,
     pub network: NetworkMode,
+    /// Unix-domain socket paths the command may connect to. Without any, the command cannot
+    /// create Unix sockets at all.
+    #[serde(default)]
+    pub unix_sockets: Vec<PathBuf>,
 }
 
 /// Variables that usually hold credentials. A sandboxed command does not need the agent's

@@ -300,3 +300,72 @@ fn devices_are_a_minimal_set() {
     let o = sb.sh("mknod /tmp/dev-sda b 8 0 2>&1 || echo refused");
     assert!(stdout(&o).contains("refused"), "{}", stdout(&o));
 }
+
+#[test]
+fn the_syscall_filter_refuses_what_breaks_the_walls() {
+    let Some(sb) = Sandbox::new() else { return };
+    let o = sb.sh("grep '^Seccomp:' /proc/self/status");
+    assert_eq!(stdout(&o).trim(), "Seccomp:\t2", "no filter installed");
+    let o = sb.sh("unshare -U true 2>&1 || echo refused");
+    assert!(
+        stdout(&o).contains("refused"),
+        "a nested user namespace was allowed: {}",
+        stdout(&o)
+    );
+    // Each line tries one call and prints its errno; EPERM (1) is the filter's answer.
+    let script = r#"
+import ctypes, errno, fcntl, socket, termios
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, *args):
+    r = getattr(libc, name)(*args)
+    print(name, ctypes.get_errno() if r == -1 else "allowed")
+call("ptrace", 16, 1, 0, 0)
+call("syscall", 321, 0, 0, 0)          # bpf
+call("syscall", 425, 8, 0)             # io_uring_setup
+call("syscall", 250, 0, 0, 0, 0)       # keyctl
+for family in (socket.AF_UNIX, socket.AF_VSOCK):
+    try:
+        socket.socket(family, socket.SOCK_STREAM)
+        print("socket", family, "allowed")
+    except OSError as e:
+        print("socket", family, e.errno)
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"x")
+    print("TIOCSTI allowed")
+except OSError as e:
+    print("TIOCSTI", e.errno)
+"#;
+    let o = sb.run(&["--", "python3", "-c", script]);
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 7, "{out}{}", stderr(&o));
+    for line in lines {
+        assert!(line.ends_with(" 1"), "not refused with EPERM: {line}");
+    }
+}
+
+#[test]
+fn unix_sockets_only_when_allowed() {
+    let Some(sb) = Sandbox::new() else { return };
+    let sock = sb.ws.join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let connect = format!(
+        "import socket; s = socket.socket(socket.AF_UNIX); s.connect({:?}); print('connected')",
+        sock.display().to_string()
+    );
+    let o = sb.run(&["--", "python3", "-c", &connect]);
+    assert!(
+        !stdout(&o).contains("connected"),
+        "connected without --allow-unix-socket"
+    );
+    let o = sb.run(&[
+        "--allow-unix-socket",
+        sock.to_str().expect("utf-8"),
+        "--",
+        "python3",
+        "-c",
+        &connect,
+    ]);
+    assert!(stdout(&o).contains("connected"), "{}", stderr(&o));
+}

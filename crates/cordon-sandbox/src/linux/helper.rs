@@ -378,6 +378,9 @@ fn exec_command(spec: &SandboxSpec) -> Result<Never, Failure> {
     sys::drop_all_capabilities().map_err(|e| Failure::io("drop capabilities", e, ""))?;
     sys::set_no_new_privs().map_err(|e| Failure::io("no_new_privs", e, ""))?;
     restrict_files(spec)?;
+    let filter = super::seccomp::build(!spec.unix_sockets.is_empty())
+        .map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e))?;
+    super::seccomp::apply(&filter).map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e))?;
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(Failure(
             exit::SETUP_FAILED,

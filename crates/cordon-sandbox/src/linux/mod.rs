@@ -8,6 +8,7 @@
 //! step, and what went wrong.
 
 mod helper;
+mod seccomp;
 mod sys;
 
 use std::io::{Read, Write};

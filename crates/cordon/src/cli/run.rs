@@ -30,6 +30,10 @@ pub struct RunArgs {
     /// Kill the command after this many seconds (exit status 124).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
+    /// A Unix socket the command may connect to (repeatable); without one, the command cannot
+    /// create Unix sockets.
+    #[arg(long = "allow-unix-socket", value_name = "PATH")]
+    allow_unix_socket: Vec<PathBuf>,
     /// Pass this variable even though it looks like a secret (repeatable).
     #[arg(long = "keep-env", value_name = "NAME")]
     keep_env: Vec<String>,
@@ -84,6 +88,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .iter()
         .map(|p| resolve(p, &cwd, "--deny-write"))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let unix_sockets = args
+        .allow_unix_socket
+        .iter()
+        .map(|p| resolve(p, &cwd, "--allow-unix-socket"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
     let (env, _removed) = filter_environment(vars, &args.keep_env);
@@ -93,6 +102,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         env,
         writable,
         read_only,
+        unix_sockets,
         network: match args.network {
             Network::None => NetworkMode::None,
             Network::Host => NetworkMode::Host,

@@ -1,0 +1,163 @@
+//! The system-call filter: what could break the walls is refused with `EPERM`.
+//!
+//! Built with seccompiler (pure-Rust BPF). Calls from another architecture's ABI (32-bit
+//! `int 0x80`) kill the process (seccompiler's architecture check); calls through the x32 ABI
+//! (the same syscall numbers with bit 30 set) are listed too, so they cannot go around a rule.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule,
+};
+
+/// Calls refused outright, and why.
+const DENIED: &[(libc::c_long, &str)] = &[
+    (libc::SYS_unshare, "new namespaces would undo the sandbox's"),
+    (libc::SYS_setns, "joining other namespaces"),
+    (libc::SYS_mount, "changing the mount view"),
+    (libc::SYS_umount2, "changing the mount view"),
+    (libc::SYS_pivot_root, "changing the mount view"),
+    (libc::SYS_chroot, "changing the root"),
+    (libc::SYS_open_tree, "changing the mount view"),
+    (libc::SYS_move_mount, "changing the mount view"),
+    (libc::SYS_fsopen, "changing the mount view"),
+    (libc::SYS_fsconfig, "changing the mount view"),
+    (libc::SYS_fsmount, "changing the mount view"),
+    (libc::SYS_fspick, "changing the mount view"),
+    (libc::SYS_mount_setattr, "changing the mount view"),
+    (libc::SYS_ptrace, "tracing other processes"),
+    (
+        libc::SYS_process_vm_readv,
+        "reading other processes' memory",
+    ),
+    (
+        libc::SYS_process_vm_writev,
+        "writing other processes' memory",
+    ),
+    (libc::SYS_pidfd_getfd, "taking other processes' files"),
+    (libc::SYS_kcmp, "probing other processes"),
+    (
+        libc::SYS_keyctl,
+        "the kernel keyring is shared with the host",
+    ),
+    (
+        libc::SYS_add_key,
+        "the kernel keyring is shared with the host",
+    ),
+    (
+        libc::SYS_request_key,
+        "the kernel keyring is shared with the host",
+    ),
+    (libc::SYS_bpf, "loading kernel programs"),
+    (
+        libc::SYS_perf_event_open,
+        "kernel performance events leak host state",
+    ),
+    (libc::SYS_userfaultfd, "a common tool for kernel exploits"),
+    (libc::SYS_io_uring_setup, "io_uring bypasses this filter"),
+    (libc::SYS_io_uring_enter, "io_uring bypasses this filter"),
+    (libc::SYS_io_uring_register, "io_uring bypasses this filter"),
+    (libc::SYS_kexec_load, "replacing the kernel"),
+    (libc::SYS_kexec_file_load, "replacing the kernel"),
+    (libc::SYS_init_module, "loading kernel modules"),
+    (libc::SYS_finit_module, "loading kernel modules"),
+    (libc::SYS_delete_module, "unloading kernel modules"),
+    (libc::SYS_reboot, "stopping the machine"),
+    (libc::SYS_swapon, "changing swap"),
+    (libc::SYS_swapoff, "changing swap"),
+    (libc::SYS_acct, "process accounting"),
+    (libc::SYS_quotactl, "disk quotas"),
+    (
+        libc::SYS_name_to_handle_at,
+        "file handles reach past the mount view",
+    ),
+    (
+        libc::SYS_open_by_handle_at,
+        "file handles reach past the mount view",
+    ),
+];
+
+/// Namespace flags `clone` may not be given.
+const NAMESPACE_FLAGS: &[u64] = &[
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+];
+
+/// The x32 ABI marks its syscall numbers with this bit.
+const X32_BIT: libc::c_long = 0x4000_0000;
+/// x32's own number for `ioctl` (its 64-bit number differs).
+const X32_IOCTL: libc::c_long = X32_BIT | 514;
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+}
+
+fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
+    SeccompRule::new(conditions).map_err(|e| e.to_string())
+}
+
+/// Builds the filter. `allow_unix` lets the command create Unix-domain sockets (only when the
+/// user allowed some socket path).
+pub fn build(allow_unix: bool) -> Result<BpfProgram, String> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let mut add = |nr: libc::c_long, r: Vec<SeccompRule>| {
+        for n in [nr, nr | X32_BIT] {
+            rules.insert(n, r.clone());
+        }
+    };
+    for (nr, _why) in DENIED {
+        add(*nr, Vec::new());
+    }
+    // clone3 passes its flags in memory the filter cannot read; refusing it makes libc fall
+    // back to clone, whose flags it can.
+    add(libc::SYS_clone3, Vec::new());
+    let clone_rules = NAMESPACE_FLAGS
+        .iter()
+        .map(|&flag| rule(vec![cond(0, SeccompCmpOp::MaskedEq(flag), flag)?]))
+        .collect::<Result<Vec<_>, _>>()?;
+    add(libc::SYS_clone, clone_rules);
+    // Pushing characters into the terminal's input (TIOCSTI) or the console (TIOCLINUX)
+    // would run them in the user's shell after the sandbox ends.
+    // The request constants' type differs between architectures, hence the cast.
+    #[allow(clippy::unnecessary_cast)]
+    let requests = [libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
+    let ioctl_rules = requests
+        .iter()
+        .map(|&req| rule(vec![cond(1, SeccompCmpOp::Eq, req)?]))
+        .collect::<Result<Vec<_>, _>>()?;
+    add(libc::SYS_ioctl, ioctl_rules.clone());
+    add(X32_IOCTL, ioctl_rules);
+    let mut families = vec![libc::AF_VSOCK as u64];
+    if !allow_unix {
+        families.push(libc::AF_UNIX as u64);
+    }
+    let socket_rules = families
+        .iter()
+        .map(|&f| rule(vec![cond(0, SeccompCmpOp::Eq, f)?]))
+        .collect::<Result<Vec<_>, _>>()?;
+    add(libc::SYS_socket, socket_rules);
+
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| e.to_string())?;
+    filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())
+}
+
+pub fn apply(program: &BpfProgram) -> Result<(), String> {
+    seccompiler::apply_filter(program).map_err(|e| e.to_string())
+}
