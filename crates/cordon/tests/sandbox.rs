@@ -369,3 +369,23 @@ fn unix_sockets_only_when_allowed() {
     ]);
     assert!(stdout(&o).contains("connected"), "{}", stderr(&o));
 }
+
+#[test]
+fn the_re_executed_helper_enforces_the_same() {
+    // A multi-threaded caller starts the helper as a fresh process; force that path here.
+    let Some(sb) = Sandbox::new() else { return };
+    let env = [("CORDON_SANDBOX_REEXEC", "1")];
+    let target = sb.outside.join("planted");
+    let o = sb.run_env(
+        &[
+            "-c",
+            &format!("echo x > {}; echo ok > here; exit 3", q(&target)),
+        ],
+        &env,
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(!target.exists());
+    assert!(sb.ws.join("here").exists());
+    let o = sb.run_env(&["--", "no-such-command-xyz"], &env);
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+}

@@ -47,15 +47,25 @@ fn report(errors: &mut Option<std::fs::File>, f: &Failure) -> ! {
 /// Entry point, called by `cordon` when its first argument is [`super::HELPER_ARG`].
 pub fn helper_main(args: &[OsString]) -> ! {
     let mut errors = sys::adopt_fd(ERROR_FD).ok();
-    match setup_and_run(args, &mut errors) {
+    match read_spec(args).and_then(|(spec, parent)| enter(spec, parent, &mut errors)) {
         Ok(never) => match never {},
         Err(f) => report(&mut errors, &f),
     }
 }
 
-enum Never {}
+/// In a process forked from a single-threaded cordon (no exec): the same setup, with the spec
+/// already in memory.
+pub(super) fn forked(spec: SandboxSpec, parent: i32, errors: std::fs::File) -> ! {
+    let mut errors = Some(errors);
+    match enter(spec, parent, &mut errors) {
+        Ok(never) => match never {},
+        Err(f) => report(&mut errors, &f),
+    }
+}
 
-fn setup_and_run(args: &[OsString], errors: &mut Option<std::fs::File>) -> Result<Never, Failure> {
+pub(super) enum Never {}
+
+fn read_spec(args: &[OsString]) -> Result<(SandboxSpec, i32), Failure> {
     let parent: i32 = args
         .first()
         .and_then(|a| a.to_str())
@@ -67,6 +77,22 @@ fn setup_and_run(args: &[OsString], errors: &mut Option<std::fs::File>) -> Resul
                 "the helper is run by cordon only".into(),
             )
         })?;
+    let mut input = sys::adopt_fd(SPEC_FD).map_err(|e| Failure::io("read spec", e, ""))?;
+    let mut raw = Vec::new();
+    input
+        .read_to_end(&mut raw)
+        .map_err(|e| Failure::io("read spec", e, ""))?;
+    drop(input);
+    let spec = serde_json::from_slice(&raw)
+        .map_err(|e| Failure(exit::SETUP_FAILED, "read spec", e.to_string()))?;
+    Ok((spec, parent))
+}
+
+fn enter(
+    spec: SandboxSpec,
+    parent: i32,
+    errors: &mut Option<std::fs::File>,
+) -> Result<Never, Failure> {
     sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
     if sys::getppid() != parent {
         return Err(Failure(
@@ -75,14 +101,6 @@ fn setup_and_run(args: &[OsString], errors: &mut Option<std::fs::File>) -> Resul
             "cordon exited before the sandbox started".into(),
         ));
     }
-    let mut input = sys::adopt_fd(SPEC_FD).map_err(|e| Failure::io("read spec", e, ""))?;
-    let mut raw = Vec::new();
-    input
-        .read_to_end(&mut raw)
-        .map_err(|e| Failure::io("read spec", e, ""))?;
-    drop(input);
-    let spec: SandboxSpec = serde_json::from_slice(&raw)
-        .map_err(|e| Failure(exit::SETUP_FAILED, "read spec", e.to_string()))?;
 
     let (uid, gid) = sys::ids();
     let mut flags = libc::CLONE_NEWUSER

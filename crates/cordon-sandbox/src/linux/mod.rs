@@ -61,30 +61,52 @@ pub struct RunOutcome {
     pub timed_out: bool,
 }
 
-/// Runs `spec` in the sandbox and waits for it.
-pub fn run(spec: &SandboxSpec, timeout: Option<Duration>) -> Result<RunOutcome, RunError> {
-    let payload =
-        serde_json::to_vec(spec).map_err(|e| RunError::Spawn(std::io::Error::other(e)))?;
-    let (spec_reader, mut spec_writer) = std::io::pipe().map_err(RunError::Spawn)?;
-    let (mut error_reader, error_writer) = std::io::pipe().map_err(RunError::Spawn)?;
+/// True when this process has one thread, so forking it is safe.
+fn single_threaded() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Threads:", "1"])
+        })
+        .unwrap_or(false)
+}
 
-    let mut cmd = Command::new("/proc/self/exe");
-    cmd.arg(HELPER_ARG).arg(std::process::id().to_string());
-    sys::install_fd(&mut cmd, spec_reader.as_raw_fd(), SPEC_FD);
-    sys::install_fd(&mut cmd, error_writer.as_raw_fd(), ERROR_FD);
-    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
-    drop(spec_reader);
+/// Runs `spec` in the sandbox and waits for it.
+///
+/// A single-threaded caller (the `cordon run` command) forks the helper directly; any other
+/// starts a fresh copy of the binary, because forking a multi-threaded process is unsafe.
+/// Both paths run the same setup.
+pub fn run(spec: &SandboxSpec, timeout: Option<Duration>) -> Result<RunOutcome, RunError> {
+    let (mut error_reader, error_writer) = std::io::pipe().map_err(RunError::Spawn)?;
+    // CORDON_SANDBOX_REEXEC forces the re-exec path, so that tests can cover it from a
+    // single-threaded process.
+    let pid = if single_threaded() && std::env::var_os("CORDON_SANDBOX_REEXEC").is_none() {
+        // Unflushed output would be written twice, once by each process.
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        let parent = std::process::id() as i32;
+        match sys::fork().map_err(RunError::Spawn)? {
+            None => {
+                drop(error_reader);
+                helper::forked(
+                    spec.clone(),
+                    parent,
+                    std::fs::File::from(std::os::fd::OwnedFd::from(error_writer)),
+                )
+            }
+            Some(pid) => pid,
+        }
+    } else {
+        spawn_helper(spec, &error_writer)?
+    };
     drop(error_writer);
-    // A helper that died before reading its spec reports itself through its exit status.
-    let _ = spec_writer.write_all(&payload);
-    drop(spec_writer);
 
     // Killing the helper takes the whole sandbox with it: everything inside dies with its
     // parent, and the PID namespace ends with its first process.
     let timed_out = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     if let Some(limit) = timeout {
-        let (pid, timed_out, done) = (child.id() as i32, timed_out.clone(), done.clone());
+        let (timed_out, done) = (timed_out.clone(), done.clone());
         std::thread::spawn(move || {
             let deadline = std::time::Instant::now() + limit;
             while std::time::Instant::now() < deadline {
@@ -99,7 +121,7 @@ pub fn run(spec: &SandboxSpec, timeout: Option<Duration>) -> Result<RunOutcome, 
             }
         });
     }
-    let status = child.wait().map_err(RunError::Spawn)?;
+    let ended = sys::wait(pid).map_err(RunError::Spawn)?;
     done.store(true, Ordering::Relaxed);
 
     let mut report = String::new();
@@ -120,12 +142,27 @@ pub fn run(spec: &SandboxSpec, timeout: Option<Duration>) -> Result<RunOutcome, 
             timed_out: true,
         });
     }
-    use std::os::unix::process::ExitStatusExt;
-    let code = status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    let code = ended.map_or(i32::from(exit::SETUP_FAILED), |(_, e)| e.code());
     Ok(RunOutcome {
         code,
         timed_out: false,
     })
+}
+
+/// Starts `/proc/self/exe` as the helper with the spec on fd 3 and `error_writer` on fd 4.
+fn spawn_helper(spec: &SandboxSpec, error_writer: &std::io::PipeWriter) -> Result<i32, RunError> {
+    let payload =
+        serde_json::to_vec(spec).map_err(|e| RunError::Spawn(std::io::Error::other(e)))?;
+    let (spec_reader, mut spec_writer) = std::io::pipe().map_err(RunError::Spawn)?;
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg(HELPER_ARG).arg(std::process::id().to_string());
+    sys::install_fd(&mut cmd, spec_reader.as_raw_fd(), SPEC_FD);
+    sys::install_fd(&mut cmd, error_writer.as_raw_fd(), ERROR_FD);
+    let child = cmd.spawn().map_err(RunError::Spawn)?;
+    drop(spec_reader);
+    // A helper that died before reading its spec reports itself through its exit status.
+    let _ = spec_writer.write_all(&payload);
+    drop(spec_writer);
+    // The child is reaped with waitpid, not through `Child`.
+    Ok(child.id() as i32)
 }
