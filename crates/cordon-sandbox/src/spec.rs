@@ -29,6 +29,13 @@ pub struct SandboxSpec {
     /// Absolute paths inside writable ones that stay read-only.
     pub read_only: Vec<PathBuf>,
     pub network: NetworkMode,
+    /// Absolute paths the command may not read: a directory appears empty and read-only, a
+    /// file unreadable.
+    #[serde(default)]
+    pub hidden: Vec<PathBuf>,
+    /// Absolute paths inside hidden directories that stay readable.
+    #[serde(default)]
+    pub reopened: Vec<PathBuf>,
     /// Unix-domain socket paths the command may connect to. Without any, the command cannot
     /// create Unix sockets at all.
     #[serde(default)]

@@ -389,3 +389,46 @@ fn the_re_executed_helper_enforces_the_same() {
     let o = sb.run_env(&["--", "no-such-command-xyz"], &env);
     assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
 }
+
+#[test]
+fn deny_read_hides_secrets_and_allow_read_reopens() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::create_dir_all(sb.ws.join("secrets/public")).expect("mkdir");
+    std::fs::write(sb.ws.join("secrets/id_rsa"), "PRIVATE KEY").expect("write");
+    std::fs::write(sb.ws.join("secrets/public/readme"), "hello").expect("write");
+    std::fs::write(sb.outside.join("token"), "TOKEN").expect("write");
+    let token = sb.outside.join("token");
+    let args = [
+        "--deny-read",
+        "secrets",
+        "--deny-read",
+        token.to_str().expect("utf-8"),
+        "--allow-read",
+        "secrets/public",
+        "-c",
+        &format!(
+            "cat secrets/id_rsa {t} 2>/dev/null; ls secrets; cat secrets/public/readme; cp -r secrets/. copy 2>/dev/null; echo",
+            t = q(&token)
+        ),
+    ];
+    let o = sb.run(&args);
+    let out = stdout(&o);
+    assert!(
+        !out.contains("PRIVATE KEY") && !out.contains("TOKEN"),
+        "a hidden secret was read: {out}"
+    );
+    assert!(
+        out.contains("public") && out.contains("hello"),
+        "the re-opened path is missing: {out}{}",
+        stderr(&o)
+    );
+    assert!(
+        !sb.ws.join("copy/id_rsa").exists(),
+        "the secret was copied out"
+    );
+    let o = sb.run(&["--deny-read", "secrets", "-c", "touch secrets/planted"]);
+    assert!(
+        !o.status.success() && !sb.ws.join("secrets/planted").exists(),
+        "a hidden directory took a write"
+    );
+}

@@ -293,6 +293,7 @@ fn build_mount_view(spec: &SandboxSpec) -> Result<(), Failure> {
             path,
         )?;
     }
+    hide_and_reopen(spec)?;
     // Read-only spots inside writable places.
     for path in &spec.read_only {
         let target = inside(path);
@@ -323,6 +324,94 @@ fn build_mount_view(spec: &SandboxSpec) -> Result<(), Failure> {
     mount_step("detach old root", sys::umount_detach(here), here)?;
     std::env::set_current_dir(&spec.cwd)
         .map_err(|e| Failure::io("chdir", e, &spec.cwd.display().to_string()))?;
+    Ok(())
+}
+
+/// `deny-read`: a directory shows up empty and read-only, a file unreadable. `allow-read`
+/// paths inside a hidden one are bound back (read-only unless they are also writable).
+fn hide_and_reopen(spec: &SandboxSpec) -> Result<(), Failure> {
+    // One unreadable empty file, bound over every hidden file.
+    let blank = Path::new("/hidden-file");
+    if spec.hidden.iter().any(|p| {
+        Path::new("/oldroot")
+            .join(p.strip_prefix("/").unwrap_or(p))
+            .is_file()
+    }) {
+        std::fs::write(blank, b"").map_err(|e| Failure::io("deny-read", e, ""))?;
+        std::fs::set_permissions(blank, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+            .map_err(|e| Failure::io("deny-read", e, ""))?;
+    }
+    let mut hidden_dirs = Vec::new();
+    for path in &spec.hidden {
+        let target = inside(path);
+        let Ok(meta) = std::fs::metadata(&target) else {
+            continue;
+        };
+        let step = "deny-read";
+        if meta.is_dir() {
+            // Writable for a moment, so mount points for allow-read paths can be made in it.
+            mount_step(
+                step,
+                sys::mount(
+                    Some(Path::new("tmpfs")),
+                    &target,
+                    Some("tmpfs"),
+                    RO_FLAGS,
+                    Some("mode=0555"),
+                ),
+                path,
+            )?;
+            hidden_dirs.push(target);
+        } else {
+            mount_step(
+                step,
+                sys::mount(Some(blank), &target, None, libc::MS_BIND, None),
+                path,
+            )?;
+            mount_step(step, sys::make_read_only_recursive(&target), path)?;
+        }
+    }
+    for path in &spec.reopened {
+        let host = Path::new("/oldroot").join(path.strip_prefix("/").unwrap_or(path));
+        let target = inside(path);
+        if !host.exists() {
+            continue;
+        }
+        if !target.exists() {
+            let made = if host.is_dir() {
+                std::fs::create_dir_all(&target)
+            } else {
+                target
+                    .parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| std::fs::write(&target, b""))
+            };
+            made.map_err(|e| Failure::io("allow-read", e, &path.display().to_string()))?;
+        }
+        mount_step(
+            "allow-read",
+            sys::mount(
+                Some(&host),
+                &target,
+                None,
+                libc::MS_BIND | libc::MS_REC,
+                None,
+            ),
+            path,
+        )?;
+        if !spec
+            .writable
+            .iter()
+            .chain(std::iter::once(&spec.cwd))
+            .any(|w| path.starts_with(w))
+        {
+            mount_step("allow-read", sys::make_read_only_recursive(&target), path)?;
+        }
+    }
+    for dir in hidden_dirs {
+        let flags = libc::MS_REMOUNT | libc::MS_RDONLY | RO_FLAGS;
+        mount_step("deny-read", sys::mount(None, &dir, None, flags, None), &dir)?;
+    }
     Ok(())
 }
 

@@ -24,6 +24,13 @@ pub struct RunArgs {
     /// A path inside a writable one that stays read-only (repeatable).
     #[arg(long = "deny-write", value_name = "PATH")]
     deny_write: Vec<PathBuf>,
+    /// A path the command may not read: a directory appears empty, a file unreadable
+    /// (repeatable).
+    #[arg(long = "deny-read", value_name = "PATH")]
+    deny_read: Vec<PathBuf>,
+    /// A path inside a --deny-read directory that stays readable (repeatable).
+    #[arg(long = "allow-read", value_name = "PATH")]
+    allow_read: Vec<PathBuf>,
     /// Network: none (loopback only) or host.
     #[arg(long, value_enum, default_value = "none")]
     network: Network,
@@ -88,6 +95,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .iter()
         .map(|p| resolve(p, &cwd, "--deny-write"))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let hidden = args
+        .deny_read
+        .iter()
+        .map(|p| resolve(p, &cwd, "--deny-read"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let reopened = args
+        .allow_read
+        .iter()
+        .map(|p| resolve(p, &cwd, "--allow-read"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let unix_sockets = args
         .allow_unix_socket
         .iter()
@@ -102,6 +119,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         env,
         writable,
         read_only,
+        hidden,
+        reopened,
         unix_sockets,
         network: match args.network {
             Network::None => NetworkMode::None,
