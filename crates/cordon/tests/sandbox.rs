@@ -50,7 +50,7 @@ impl Sandbox {
     }
 
     fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_cordon"))
+        Command::new(cordon_bin())
             .arg("run")
             .args(args)
             .current_dir(&self.ws)
@@ -62,6 +62,15 @@ impl Sandbox {
     fn sh(&self, script: &str) -> Output {
         self.run(&["-c", script])
     }
+}
+
+/// The binary under test: `CORDON_BIN` when CI runs this suite as an unprivileged user from a
+/// copied location, else the one cargo built.
+fn cordon_bin() -> PathBuf {
+    std::env::var_os("CORDON_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_cordon")),
+        PathBuf::from,
+    )
 }
 
 fn stderr(o: &Output) -> String {
@@ -206,7 +215,7 @@ fn no_network_but_loopback() {
     let o = sb.sh(&format!(
         "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"
     ));
-    let o2 = Command::new(env!("CARGO_BIN_EXE_cordon"))
+    let o2 = Command::new(cordon_bin())
         .args([
             "run",
             "--",

@@ -495,8 +495,16 @@ fn exec_command(spec: &SandboxSpec) -> Result<Never, Failure> {
             "no command given".into(),
         ));
     };
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(args)
+    let path = lookup(program, spec).ok_or_else(|| {
+        Failure(
+            exit::NOT_FOUND,
+            "exec",
+            format!("{program}: command not found"),
+        )
+    })?;
+    let mut cmd = std::process::Command::new(&path);
+    cmd.arg0(program)
+        .args(args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .env("TMPDIR", "/tmp");
@@ -506,6 +514,24 @@ fn exec_command(spec: &SandboxSpec) -> Result<Never, Failure> {
         _ => exit::CANNOT_EXECUTE,
     };
     Err(Failure(code, "exec", format!("{program}: {e}")))
+}
+
+/// Finds `program` as a shell would: a name with a slash is used as it is; otherwise the first
+/// regular file of that name in the command's `PATH`. Searching ourselves keeps "not found"
+/// (127) apart from "found but not executable" (126), which `execvp` blurs when a `PATH`
+/// directory cannot be searched.
+fn lookup(program: &str, spec: &SandboxSpec) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
+    }
+    let path = spec
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map_or("/usr/local/bin:/usr/bin:/bin", |(_, v)| v.as_str());
+    std::env::split_paths(path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| std::fs::metadata(candidate).is_ok_and(|m| m.is_file()))
 }
 
 /// Landlock: read and run anything, write only where the mount view lets us write. A second
