@@ -491,3 +491,36 @@ fn a_planted_bare_repository_is_removed_and_reported() {
         assert!(!sb.ws.join(name).exists(), "{name} was left behind");
     }
 }
+
+#[test]
+fn signals_to_cordon_reach_the_command() {
+    let Some(sb) = Sandbox::new() else { return };
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(cordon_bin())
+        .args([
+            "run",
+            "-c",
+            "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done",
+        ])
+        .current_dir(&sb.ws)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read");
+    assert_eq!(line.trim(), "ready");
+    let pid = child.id().to_string();
+    Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).expect("read");
+    let status = child.wait().expect("wait");
+    assert!(
+        rest.contains("got-term"),
+        "the command did not see SIGTERM: {rest:?}"
+    );
+    assert_eq!(status.code(), Some(3), "the exit status is the command's");
+}

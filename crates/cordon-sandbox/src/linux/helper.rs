@@ -126,6 +126,7 @@ fn enter(
     // the command left running.
     match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
         Some(init) => {
+            let _ = sys::forward_signals_to(init);
             let code = match sys::wait(init) {
                 Ok(Some((_, ended))) => ended.code(),
                 _ => i32::from(exit::SETUP_FAILED),
@@ -159,6 +160,7 @@ fn init(spec: SandboxSpec, errors: &mut Option<std::fs::File>) -> Result<Never, 
             Err(f) => report(errors, &f),
         },
     };
+    let _ = sys::forward_signals_to(command);
     // Our copy of the error channel must not keep the parent waiting; the command's copy
     // closes when it execs.
     drop(errors.take());
@@ -482,6 +484,7 @@ fn build_dev() -> Result<(), Failure> {
 /// In the command's process: give up every power, then become the command.
 fn exec_command(spec: &SandboxSpec) -> Result<Never, Failure> {
     sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
+    sys::new_session().map_err(|e| Failure::io("setsid", e, ""))?;
     sys::drop_all_capabilities().map_err(|e| Failure::io("drop capabilities", e, ""))?;
     sys::set_no_new_privs().map_err(|e| Failure::io("no_new_privs", e, ""))?;
     restrict_files(spec)?;

@@ -100,6 +100,7 @@ pub fn run(spec: &SandboxSpec, timeout: Option<Duration>) -> Result<RunOutcome, 
         spawn_helper(spec, &error_writer)?
     };
     drop(error_writer);
+    let _ = sys::forward_signals_to(pid);
 
     // Killing the helper takes the whole sandbox with it: everything inside dies with its
     // parent, and the PID namespace ends with its first process.

@@ -304,3 +304,49 @@ pub fn loopback_up() -> io::Result<()> {
     unsafe { libc::close(sock) };
     result.map(drop)
 }
+
+/// The process signals are passed on to (0: none yet).
+static FORWARD_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward(signal: libc::c_int) {
+    let pid = FORWARD_TO.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe and takes integers only.
+        unsafe { libc::kill(pid, signal) };
+    }
+}
+
+/// Signals a user or an agent sends to end or poke a command. They are passed down the chain
+/// cordon → helper → PID 1 → command instead of killing the middle of it.
+pub const FORWARDED: [libc::c_int; 6] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+/// From now on, passes the signals in [`FORWARDED`] on to `pid`.
+pub fn forward_signals_to(pid: libc::pid_t) -> io::Result<()> {
+    FORWARD_TO.store(pid, std::sync::atomic::Ordering::Relaxed);
+    for signal in FORWARDED {
+        // SAFETY: a zeroed sigaction is a valid value; we set the handler (an extern "C" fn
+        // that only does async-signal-safe work) and SA_RESTART, and pass valid pointers.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = forward as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            check(libc::sigaction(signal, &action, std::ptr::null_mut()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Starts a new session: the command has no controlling terminal, so it cannot push input
+/// into the user's terminal, and signals reach it only through cordon.
+pub fn new_session() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments.
+    check(unsafe { libc::setsid() }).map(drop)
+}
