@@ -524,3 +524,45 @@ fn signals_to_cordon_reach_the_command() {
     );
     assert_eq!(status.code(), Some(3), "the exit status is the command's");
 }
+
+#[test]
+fn doctor_reports_each_mechanism_and_agrees_with_run() {
+    let o = Command::new(cordon_bin())
+        .args(["doctor", "--json"])
+        .output()
+        .expect("doctor");
+    let found: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let list = found.as_array().expect("a list");
+    let names: Vec<&str> = list.iter().filter_map(|m| m["name"].as_str()).collect();
+    assert_eq!(names, ["user namespaces", "Landlock", "seccomp", "cgroups"]);
+    let missing_required = list
+        .iter()
+        .any(|m| m["required"] == true && m["available"] == false);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(missing_required)),
+        "exit status must say whether the sandbox can run"
+    );
+    for m in list
+        .iter()
+        .filter(|m| m["available"] == false && m["required"] == true)
+    {
+        assert!(
+            m["fix"].as_str().is_some_and(|f| !f.is_empty()),
+            "no fix given for {m}"
+        );
+    }
+    let userns = list[0]["available"] == true;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let run = Command::new(cordon_bin())
+        .args(["run", "--", "true"])
+        .current_dir(tmp.path())
+        .output()
+        .expect("run");
+    assert_eq!(
+        run.status.success(),
+        userns,
+        "doctor and run disagree: {}",
+        stderr(&run)
+    );
+}

@@ -7,6 +7,7 @@
 //! setup (see `helper.rs`). Setup failures come back on fd 4 as one line: the exit code, the
 //! step, and what went wrong.
 
+pub mod doctor;
 mod helper;
 mod seccomp;
 mod sys;

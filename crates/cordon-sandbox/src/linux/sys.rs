@@ -350,3 +350,42 @@ pub fn new_session() -> io::Result<()> {
     // SAFETY: setsid takes no arguments.
     check(unsafe { libc::setsid() }).map(drop)
 }
+
+/// The Landlock ABI version the kernel offers, or the reason there is none.
+pub fn landlock_abi() -> io::Result<i64> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the call only returns
+    // a number.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Whether a child process can create a user namespace (tried in a throw-away child).
+pub fn can_create_user_namespace() -> io::Result<bool> {
+    // SAFETY: the child only calls unshare and _exit, both async-signal-safe, so forking here
+    // is sound even if the caller has other threads.
+    let pid = check(unsafe { libc::fork() })?;
+    if pid == 0 {
+        // SAFETY: see above.
+        let ok = unsafe { libc::unshare(libc::CLONE_NEWUSER) } == 0;
+        exit_now(if ok { 0 } else { 1 });
+    }
+    Ok(matches!(wait(pid)?, Some((_, Ended::Exited(0)))))
+}
+
+/// Whether seccomp filters are available (`PR_GET_SECCOMP` answers).
+pub fn seccomp_available() -> bool {
+    // SAFETY: PR_GET_SECCOMP takes no further arguments.
+    unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
+}

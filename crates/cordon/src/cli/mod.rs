@@ -34,6 +34,14 @@ enum Command {
     /// but loopback, and holds no privileges.
     #[cfg(target_os = "linux")]
     Run(run::RunArgs),
+    /// What this machine supports, what cordon will enforce here, and how to fix what is
+    /// missing; exits 1 when the sandbox cannot be had.
+    #[cfg(target_os = "linux")]
+    Doctor {
+        /// Print the findings as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
@@ -109,5 +117,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Policy(cmd) => policy::run(cmd),
         #[cfg(target_os = "linux")]
         Command::Run(args) => run::run(args),
+        #[cfg(target_os = "linux")]
+        Command::Doctor { json } => run::doctor(json),
     }
 }

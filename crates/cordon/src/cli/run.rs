@@ -159,3 +159,32 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         }
     }
 }
+
+/// `cordon doctor`.
+pub fn doctor(json: bool) -> anyhow::Result<u8> {
+    let found = cordon_sandbox::linux::doctor::probe();
+    let missing_required = found.iter().any(|m| m.required && !m.available);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&found)?);
+    } else {
+        for m in &found {
+            let mark = if m.available {
+                "ok  "
+            } else if m.required {
+                "FAIL"
+            } else {
+                "weak"
+            };
+            println!("{mark} {:<16} {}", m.name, m.detail);
+            if let Some(fix) = &m.fix {
+                println!("     {:<16} fix: {fix}", "");
+            }
+        }
+        if missing_required {
+            println!(
+                "\ncordon run cannot sandbox commands on this machine until the FAIL lines are fixed."
+            );
+        }
+    }
+    Ok(if missing_required { 1 } else { 0 })
+}
