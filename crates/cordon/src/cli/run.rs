@@ -6,9 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use cordon_sandbox::linux::{RunError, run as run_sandboxed};
-use cordon_sandbox::{
-    NetworkMode, PlantedRepoGuard, SandboxSpec, existing_protected, filter_environment,
-};
+use cordon_sandbox::{NetworkMode, RunGuard, SandboxSpec, existing_protected, filter_environment};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Network {
@@ -134,15 +132,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             Network::Host => NetworkMode::Host,
         },
     };
-    let planted = PlantedRepoGuard::before(&spec.cwd);
+    let guard = RunGuard::before(&spec.cwd, &spec.writable);
     let result = run_sandboxed(&spec, timeout);
-    let removed = planted.undo_planted();
-    if !removed.is_empty() {
-        let names: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
-        eprintln!(
-            "cordon: the command planted a bare git repository in the working directory (which would make the next git run use its config); removed: {}",
-            names.join(", ")
-        );
+    let undone = guard.undo();
+    if !undone.is_empty() {
+        eprintln!("cordon: ---- blocked by the sandbox (exact) ----");
+        for u in &undone {
+            eprintln!("cordon: removed {}: {}", u.path.display(), u.why);
+        }
+        eprintln!("cordon: ----");
     }
     match result {
         Ok(outcome) => {
