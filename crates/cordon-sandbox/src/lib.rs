@@ -11,7 +11,9 @@ mod spec;
 #[cfg(target_os = "linux")]
 pub mod linux;
 
-pub use protect::{PROTECTED_NAMES, RunGuard, Undone, existing_protected};
+pub use protect::{
+    PROTECTED_NAMES, RunGuard, Undone, existing_protected, linked_worktree_writable,
+};
 pub use spec::{NetworkMode, SandboxSpec, filter_environment};
 
 /// Exit statuses `cordon run` uses for its own failures, distinct from the usual command ones.

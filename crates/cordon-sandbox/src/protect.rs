@@ -136,6 +136,39 @@ impl PlantedRepoGuard {
     }
 }
 
+/// For a linked git worktree at `root` (its `.git` is a file saying `gitdir: …`), the parts
+/// of the main repository `git commit` there must write: the worktree's own directory and the
+/// shared objects, refs and logs. The main repository's config and hooks are not among them.
+pub fn linked_worktree_writable(root: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
+        return Vec::new();
+    };
+    let Some(gitdir) = text
+        .lines()
+        .find_map(|l| l.strip_prefix("gitdir:"))
+        .map(str::trim)
+    else {
+        return Vec::new();
+    };
+    let gitdir = root.join(gitdir);
+    let Ok(gitdir) = std::fs::canonicalize(&gitdir) else {
+        return Vec::new();
+    };
+    let common = std::fs::read_to_string(gitdir.join("commondir"))
+        .ok()
+        .and_then(|c| std::fs::canonicalize(gitdir.join(c.trim())).ok());
+    let mut out = vec![gitdir];
+    if let Some(common) = common {
+        out.extend(
+            ["objects", "refs", "logs"]
+                .iter()
+                .map(|d| common.join(d))
+                .filter(|p| p.is_dir()),
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -587,3 +587,74 @@ fn protected_files_that_did_not_exist_are_not_left_behind() {
     assert!(err.contains("blocked by the sandbox"), "{err}");
     assert!(sb.ws.join("notes.txt").exists(), "ordinary work is kept");
 }
+
+#[test]
+fn git_commit_works_in_a_linked_worktree_but_its_main_config_is_protected() {
+    let Some(sb) = Sandbox::new() else { return };
+    let main = sb.outside.join("main");
+    let git = |dir: &Path, args: &[&str]| {
+        let o = Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("git");
+        assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+    };
+    std::fs::create_dir_all(&main).expect("mkdir");
+    git(&main, &["init", "-q"]);
+    git(&main, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    let wt = sb.outside.join("wt");
+    git(
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            wt.to_str().expect("utf-8"),
+            "-b",
+            "feature",
+        ],
+    );
+    let config_before = std::fs::read_to_string(main.join(".git/config")).expect("config");
+    let o = Command::new(cordon_bin())
+        .args(["run", "-c"])
+        .arg(format!(
+            "git -c user.name=t -c user.email=t@t commit -q --allow-empty -m in-sandbox && echo committed; \
+             echo '[core] fsmonitor=evil' >> {cfg}; mkdir -p {hooks} && echo evil > {hooks}/post-commit",
+            cfg = q(&main.join(".git/config")),
+            hooks = q(&main.join(".git/hooks"))
+        ))
+        .current_dir(&wt)
+        .output()
+        .expect("run");
+    assert!(
+        stdout(&o).contains("committed"),
+        "git commit failed in the worktree: {}",
+        stderr(&o)
+    );
+    let log = Command::new("git")
+        .args(["log", "--format=%s", "feature"])
+        .current_dir(&main)
+        .output()
+        .expect("git log");
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("in-sandbox"),
+        "the commit is not in the main repository"
+    );
+    assert_eq!(
+        std::fs::read_to_string(main.join(".git/config")).expect("config"),
+        config_before
+    );
+    assert!(
+        !main.join(".git/hooks/post-commit").exists(),
+        "a hook was planted in the main repository"
+    );
+}

@@ -6,7 +6,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use cordon_sandbox::linux::{RunError, run as run_sandboxed};
-use cordon_sandbox::{NetworkMode, RunGuard, SandboxSpec, existing_protected, filter_environment};
+use cordon_sandbox::{
+    NetworkMode, RunGuard, SandboxSpec, existing_protected, filter_environment,
+    linked_worktree_writable,
+};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Network {
@@ -85,7 +88,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     };
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = std::fs::canonicalize(&cwd).context("cannot resolve the current directory")?;
-    let writable = args
+    let mut writable = args
         .allow_write
         .iter()
         .map(|p| resolve(p, &cwd, "--allow-write"))
@@ -95,6 +98,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .iter()
         .map(|p| resolve(p, &cwd, "--deny-write"))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // In a linked git worktree, `git commit` writes into the main repository's objects and
+    // refs; allow those, not its config or hooks.
+    writable.extend(linked_worktree_writable(&cwd));
     // Start-up files, git's config and hooks, editor and agent settings stay read-only in
     // every writable place.
     for root in std::iter::once(&cwd).chain(&writable) {
