@@ -586,6 +586,28 @@ fn protected_files_that_did_not_exist_are_not_left_behind() {
     }
     assert!(err.contains("blocked by the sandbox"), "{err}");
     assert!(sb.ws.join("notes.txt").exists(), "ordinary work is kept");
+
+    let report = sb.outside.join("report.json");
+    let o = sb.run(&[
+        "--report",
+        report.to_str().expect("utf-8"),
+        "-c",
+        "echo x > .bashrc; exit 4",
+    ]);
+    assert_eq!(o.status.code(), Some(4));
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report written")).expect("JSON");
+    assert_eq!(r["exit_code"], 4);
+    assert_eq!(r["timed_out"], false);
+    let blocked = r["blocked"].as_array().expect("a list");
+    assert_eq!(blocked.len(), 1, "{r}");
+    assert!(
+        blocked[0]["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("/.bashrc"))
+            && blocked[0]["exact"] == true,
+        "{r}"
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use cordon_sandbox::linux::{RunError, run as run_sandboxed};
+use cordon_sandbox::linux::run as run_sandboxed;
 use cordon_sandbox::{
     NetworkMode, RunGuard, SandboxSpec, existing_protected, filter_environment,
     linked_worktree_writable,
@@ -47,6 +47,9 @@ pub struct RunArgs {
     /// Pass this variable even though it looks like a secret (repeatable).
     #[arg(long = "keep-env", value_name = "NAME")]
     keep_env: Vec<String>,
+    /// Write what happened (exit code, timeout, what the sandbox blocked) as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
     /// Run this string with /bin/sh -c.
     #[arg(short = 'c', value_name = "SHELL STRING", conflicts_with = "command")]
     shell: Option<String>,
@@ -148,20 +151,39 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         }
         eprintln!("cordon: ----");
     }
-    match result {
+    let (code, timed_out, error) = match &result {
         Ok(outcome) => {
             if outcome.timed_out {
                 eprintln!("cordon: the command ran longer than --timeout and was killed");
             }
-            Ok(u8::try_from(outcome.code).unwrap_or(u8::MAX))
+            (
+                u8::try_from(outcome.code).unwrap_or(u8::MAX),
+                outcome.timed_out,
+                None,
+            )
         }
         Err(e) => {
             eprintln!("cordon: {e}");
-            Ok(match &e {
-                RunError::Setup { .. } | RunError::Spawn(_) => e.exit_code(),
-            })
+            (e.exit_code(), false, Some(e.to_string()))
         }
+    };
+    if let Some(path) = &args.report {
+        // What the sandbox blocked, for an agent to tell its model why a command failed. Only
+        // what cordon saw itself is listed, so every entry is exact.
+        let blocked: Vec<serde_json::Value> = undone
+            .iter()
+            .map(|u| serde_json::json!({ "path": u.path, "operation": "create", "rule": u.why, "exact": true }))
+            .collect();
+        let report = serde_json::json!({
+            "exit_code": code,
+            "timed_out": timed_out,
+            "setup_error": error,
+            "blocked": blocked,
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("--report {}: cannot write the report", path.display()))?;
     }
+    Ok(code)
 }
 
 /// `cordon doctor`.
