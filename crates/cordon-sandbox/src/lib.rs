@@ -14,7 +14,7 @@ pub mod linux;
 pub use protect::{
     PROTECTED_NAMES, RunGuard, Undone, existing_protected, linked_worktree_writable,
 };
-pub use spec::{NetworkMode, SandboxSpec, filter_environment};
+pub use spec::{Limits, NetworkMode, SandboxSpec, filter_environment};
 
 /// Exit statuses `cordon run` uses for its own failures, distinct from the usual command ones.
 pub mod exit {

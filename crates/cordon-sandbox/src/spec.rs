@@ -36,10 +36,27 @@ pub struct SandboxSpec {
     /// Absolute paths inside hidden directories that stay readable.
     #[serde(default)]
     pub reopened: Vec<PathBuf>,
+    /// Resource limits; `None` means no limit of that kind.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Control groups (v1 `cgroup.procs` files) the sandbox joins before anything else runs,
+    /// set up by the caller when it may (as root). They make limits hold for the whole
+    /// sandbox rather than per process.
+    #[serde(default)]
+    pub cgroups: Vec<PathBuf>,
     /// Unix-domain socket paths the command may connect to. Without any, the command cannot
     /// create Unix sockets at all.
     #[serde(default)]
     pub unix_sockets: Vec<PathBuf>,
+}
+
+/// Limits on what a run may consume.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Processes (and threads) at once. Stops fork bombs.
+    pub max_processes: Option<u64>,
+    /// Bytes of memory.
+    pub memory_bytes: Option<u64>,
 }
 
 /// Variables that usually hold credentials. A sandboxed command does not need the agent's

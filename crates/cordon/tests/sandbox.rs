@@ -680,3 +680,55 @@ fn git_commit_works_in_a_linked_worktree_but_its_main_config_is_protected() {
         "a hook was planted in the main repository"
     );
 }
+
+#[test]
+fn fork_bombs_and_memory_bombs_are_contained() {
+    let Some(sb) = Sandbox::new() else { return };
+    let forks = r#"
+import os, time
+made = 0
+try:
+    for _ in range(500):
+        if os.fork() == 0:
+            time.sleep(5)
+            os._exit(0)
+        made += 1
+    print("all", made)
+except OSError:
+    print("stopped at", made)
+"#;
+    let o = sb.run(&["--max-processes", "40", "--", "python3", "-c", forks]);
+    let out = stdout(&o);
+    let made: u32 = out
+        .trim()
+        .strip_prefix("stopped at ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no limit: {out}{}", stderr(&o)));
+    assert!(made < 40, "{made} processes despite --max-processes 40");
+
+    // A real fork bomb ends with the run.
+    let o = sb.run(&[
+        "--max-processes",
+        "64",
+        "--timeout",
+        "3",
+        "--",
+        "bash",
+        "-c",
+        ":(){ :|:& };:; wait",
+    ]);
+    assert!(o.status.code().is_some(), "{}", stderr(&o));
+
+    let o = sb.run(&[
+        "--memory",
+        "128M",
+        "--",
+        "python3",
+        "-c",
+        "x = bytearray(1 << 30); print('allocated')",
+    ]);
+    assert!(
+        !stdout(&o).contains("allocated") && !o.status.success(),
+        "a 1 GiB allocation passed a 128M limit"
+    );
+}

@@ -102,6 +102,13 @@ fn enter(
         ));
     }
 
+    // Limits that hold for the whole sandbox: join its control groups before anything in it
+    // exists.
+    for procs in &spec.cgroups {
+        std::fs::write(procs, "0")
+            .map_err(|e| Failure::io("cgroup", e, &procs.display().to_string()))?;
+    }
+
     let (uid, gid) = sys::ids();
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
@@ -487,6 +494,13 @@ fn exec_command(spec: &SandboxSpec) -> Result<Never, Failure> {
     sys::new_session().map_err(|e| Failure::io("setsid", e, ""))?;
     sys::drop_all_capabilities().map_err(|e| Failure::io("drop capabilities", e, ""))?;
     sys::set_no_new_privs().map_err(|e| Failure::io("no_new_privs", e, ""))?;
+    if let Some(n) = spec.limits.max_processes {
+        sys::set_rlimit(libc::RLIMIT_NPROC, n)
+            .map_err(|e| Failure::io("limit processes", e, ""))?;
+    }
+    if let Some(bytes) = spec.limits.memory_bytes {
+        sys::set_rlimit(libc::RLIMIT_AS, bytes).map_err(|e| Failure::io("limit memory", e, ""))?;
+    }
     restrict_files(spec)?;
     let filter = super::seccomp::build(!spec.unix_sockets.is_empty())
         .map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e))?;

@@ -7,6 +7,7 @@
 //! setup (see `helper.rs`). Setup failures come back on fd 4 as one line: the exit code, the
 //! step, and what went wrong.
 
+pub mod cgroups;
 pub mod doctor;
 mod helper;
 mod seccomp;
@@ -60,6 +61,11 @@ pub struct RunOutcome {
     /// The command's exit code, or 128 + N when a signal N killed it.
     pub code: i32,
     pub timed_out: bool,
+}
+
+/// Whether cordon runs as root (limits then need control groups).
+pub fn is_root() -> bool {
+    sys::ids().0 == 0
 }
 
 /// True when this process has one thread, so forking it is safe.

@@ -389,3 +389,13 @@ pub fn seccomp_available() -> bool {
     // SAFETY: PR_GET_SECCOMP takes no further arguments.
     unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
 }
+
+/// Sets a hard and soft resource limit.
+pub fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: `limit` is a valid rlimit that outlives the call.
+    check(unsafe { libc::setrlimit(resource, &limit) }).map(drop)
+}

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
+use cordon_sandbox::linux::cgroups::RunCgroups;
 use cordon_sandbox::linux::run as run_sandboxed;
 use cordon_sandbox::{
-    NetworkMode, RunGuard, SandboxSpec, existing_protected, filter_environment,
+    Limits, NetworkMode, RunGuard, SandboxSpec, existing_protected, filter_environment,
     linked_worktree_writable,
 };
 
@@ -47,6 +48,12 @@ pub struct RunArgs {
     /// Pass this variable even though it looks like a secret (repeatable).
     #[arg(long = "keep-env", value_name = "NAME")]
     keep_env: Vec<String>,
+    /// Most processes (and threads) the command may have at once; stops fork bombs.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    max_processes: u64,
+    /// Most memory the command may use, e.g. 512M or 4G.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    memory: Option<u64>,
     /// Write what happened (exit code, timeout, what the sandbox blocked) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -56,6 +63,27 @@ pub struct RunArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// `512M`, `4G`, `1048576`: a size in bytes with an optional K, M or G (powers of 1024).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => s.split_at(i),
+        None => (s, ""),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size; use e.g. 512M or 4G"))?;
+    let mult: u64 = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}`; use K, M or G")),
+    };
+    n.checked_mul(mult)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("`{s}` is out of range"))
 }
 
 /// `~/` is home, relative paths are against the working directory; the result must exist.
@@ -127,6 +155,32 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
     let (env, _removed) = filter_environment(vars, &args.keep_env);
+    // Limits: control groups where cordon may make them (root), else rlimits, which hold per
+    // user namespace for processes (not at all for root) and per process for memory.
+    let wanted = Limits {
+        max_processes: Some(args.max_processes),
+        memory_bytes: args.memory,
+    };
+    let (groups, missed) = RunCgroups::create(&wanted);
+    let root = cordon_sandbox::linux::is_root();
+    if missed.contains(&"max-processes") && root {
+        eprintln!(
+            "cordon: warning: no pids cgroup could be made, and process limits do not bind root; --max-processes is not enforced"
+        );
+    }
+    if missed.contains(&"memory") {
+        eprintln!(
+            "cordon: warning: no memory cgroup could be made; --memory limits each process's address space instead of the whole sandbox"
+        );
+    }
+    let limits = Limits {
+        max_processes: wanted.max_processes,
+        memory_bytes: if missed.contains(&"memory") {
+            wanted.memory_bytes
+        } else {
+            None
+        },
+    };
     let spec = SandboxSpec {
         argv,
         cwd,
@@ -136,6 +190,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         hidden,
         reopened,
         unix_sockets,
+        limits,
+        cgroups: groups.procs_files(),
         network: match args.network {
             Network::None => NetworkMode::None,
             Network::Host => NetworkMode::Host,
