@@ -732,3 +732,35 @@ except OSError:
         "a 1 GiB allocation passed a 128M limit"
     );
 }
+
+#[test]
+fn renaming_or_swapping_a_protected_path_does_not_get_around_it() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::create_dir_all(sb.ws.join(".git/hooks")).expect("mkdir");
+    std::fs::create_dir_all(sb.ws.join(".git/objects")).expect("mkdir");
+    std::fs::write(sb.ws.join(".git/config"), "[core]\n").expect("write");
+    std::fs::write(sb.ws.join(".bashrc"), "# mine\n").expect("write");
+    sb.sh(
+        "mv .git .git2; mkdir -p .git/hooks; echo evil > .git/hooks/pre-commit; \
+         mv .git/hooks .git/hooks.old; mkdir .git/hooks; echo evil > .git/hooks/pre-commit; \
+         rm -f .bashrc; ln -s /tmp/evil .bashrc; mv .bashrc .bashrc.old; echo evil > .bashrc",
+    );
+    assert!(
+        !sb.ws.join(".git2").exists(),
+        "the parent of protected paths was renamed"
+    );
+    assert!(
+        !sb.ws.join(".git/hooks/pre-commit").exists(),
+        "a hook was planted"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.ws.join(".git/config")).expect("read"),
+        "[core]\n"
+    );
+    let meta = std::fs::symlink_metadata(sb.ws.join(".bashrc")).expect(".bashrc");
+    assert!(meta.is_file(), ".bashrc was swapped for a symlink");
+    assert_eq!(
+        std::fs::read_to_string(sb.ws.join(".bashrc")).expect("read"),
+        "# mine\n"
+    );
+}

@@ -303,6 +303,34 @@ fn build_mount_view(spec: &SandboxSpec) -> Result<(), Failure> {
         )?;
     }
     hide_and_reopen(spec)?;
+    // The directories between a writable root and a read-only spot become mount points of
+    // their own: a mount point cannot be renamed or removed, so `mv .git .git2` cannot carry
+    // a protected `.git/hooks` away and put a fresh one in its place.
+    let roots: Vec<&PathBuf> = std::iter::once(&spec.cwd).chain(&spec.writable).collect();
+    let mut pinned: Vec<PathBuf> = Vec::new();
+    for path in &spec.read_only {
+        let Some(root) = roots
+            .iter()
+            .filter(|r| path.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+        else {
+            continue;
+        };
+        let mut between: Vec<&Path> = path.ancestors().skip(1).take_while(|a| a != root).collect();
+        between.reverse();
+        for dir in between {
+            let target = inside(dir);
+            if pinned.iter().any(|p| p == dir) || !target.is_dir() {
+                continue;
+            }
+            mount_step(
+                "pin directory",
+                sys::mount(Some(&target), &target, None, libc::MS_BIND, None),
+                dir,
+            )?;
+            pinned.push(dir.to_path_buf());
+        }
+    }
     // Read-only spots inside writable places.
     for path in &spec.read_only {
         let target = inside(path);
