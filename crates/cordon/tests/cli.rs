@@ -512,3 +512,36 @@ fn defaults_are_printed_for_people_to_read() {
         "{out}"
     );
 }
+
+#[test]
+fn bad_run_flags_exit_2_naming_the_flag() {
+    let env = Env::new();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["run", "--allow-write", "/nonexistent/cordon", "--", "true"],
+            "--allow-write /nonexistent/cordon: cannot resolve",
+        ),
+        (
+            &["run", "--deny-read", "no-such-dir", "--", "true"],
+            "--deny-read no-such-dir",
+        ),
+        (
+            &["run", "--memory", "12Q", "--", "true"],
+            "unknown unit `Q`",
+        ),
+        (
+            &["run", "--timeout=0", "--", "true"],
+            "--timeout must be a positive number",
+        ),
+        (&["run"], "give a command after `--`"),
+    ];
+    for (args, want) in cases {
+        let o = env.cordon(args, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(want),
+            "{args:?}: expected {want:?} in {}",
+            stderr(&o)
+        );
+    }
+}

@@ -104,6 +104,10 @@ fn resolve(path: &Path, cwd: &Path, flag: &str) -> anyhow::Result<PathBuf> {
     })
 }
 
+fn resolve_all(paths: &[PathBuf], cwd: &Path, flag: &str) -> anyhow::Result<Vec<PathBuf>> {
+    paths.iter().map(|p| resolve(p, cwd, flag)).collect()
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let argv = match (&args.shell, args.command.is_empty()) {
         (Some(s), _) => vec!["/bin/sh".to_string(), "-c".to_string(), s.clone()],
@@ -119,16 +123,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     };
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = std::fs::canonicalize(&cwd).context("cannot resolve the current directory")?;
-    let mut writable = args
-        .allow_write
-        .iter()
-        .map(|p| resolve(p, &cwd, "--allow-write"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut read_only = args
-        .deny_write
-        .iter()
-        .map(|p| resolve(p, &cwd, "--deny-write"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut writable = resolve_all(&args.allow_write, &cwd, "--allow-write")?;
+    let mut read_only = resolve_all(&args.deny_write, &cwd, "--deny-write")?;
     // In a linked git worktree, `git commit` writes into the main repository's objects and
     // refs; allow those, not its config or hooks.
     writable.extend(linked_worktree_writable(&cwd));
@@ -137,21 +133,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     for root in std::iter::once(&cwd).chain(&writable) {
         read_only.extend(existing_protected(root));
     }
-    let hidden = args
-        .deny_read
-        .iter()
-        .map(|p| resolve(p, &cwd, "--deny-read"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let reopened = args
-        .allow_read
-        .iter()
-        .map(|p| resolve(p, &cwd, "--allow-read"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let unix_sockets = args
-        .allow_unix_socket
-        .iter()
-        .map(|p| resolve(p, &cwd, "--allow-unix-socket"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let hidden = resolve_all(&args.deny_read, &cwd, "--deny-read")?;
+    let reopened = resolve_all(&args.allow_read, &cwd, "--allow-read")?;
+    let unix_sockets = resolve_all(&args.allow_unix_socket, &cwd, "--allow-unix-socket")?;
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
     let (env, _removed) = filter_environment(vars, &args.keep_env);
