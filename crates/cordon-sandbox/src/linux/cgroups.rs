@@ -55,12 +55,13 @@ impl RunCgroups {
 impl Drop for RunCgroups {
     fn drop(&mut self) {
         for d in &self.dirs {
-            // Only empty groups can be removed; retry briefly while the last processes exit.
-            for _ in 0..50 {
+            // Only empty groups can be removed, and the kernel lets go of the last process a
+            // moment after it has been reaped: retry in short steps, for half a second at most.
+            for _ in 0..500 {
                 if std::fs::remove_dir(d).is_ok() {
                     break;
                 }
-                std::thread::sleep(std::time::Duration::from_millis(10));
+                std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
     }
