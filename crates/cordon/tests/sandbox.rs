@@ -764,3 +764,51 @@ fn renaming_or_swapping_a_protected_path_does_not_get_around_it() {
         "# mine\n"
     );
 }
+
+#[test]
+fn kernel_and_shared_state_stay_untouched() {
+    let Some(sb) = Sandbox::new() else { return };
+    let tag = format!("cordon-escape-{}", std::process::id());
+    let host_hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    // Kernel settings a command might try to change; this machine may lack some of them.
+    let knobs: Vec<(&str, String)> = ["/proc/sys/kernel/sysrq", "/proc/sys/vm/swappiness"]
+        .into_iter()
+        .filter_map(|k| std::fs::read_to_string(k).ok().map(|v| (k, v)))
+        .collect();
+    assert!(
+        !knobs.is_empty(),
+        "no kernel setting to check on this machine"
+    );
+    let script = format!(
+        "echo x > /dev/shm/{tag}; echo x > /tmp/{tag}; hostname evil-{tag}; \
+         for k in /proc/sys/kernel/sysrq /proc/sys/vm/swappiness; do echo 61 > $k; done; \
+         ip link add {tag} type dummy 2>/dev/null; chroot / true; touch /{tag} /usr/{tag} /etc/{tag}; echo done"
+    );
+    let o = sb.sh(&script);
+    assert!(stdout(&o).contains("done"), "{}", stderr(&o));
+    for p in [
+        format!("/dev/shm/{tag}"),
+        format!("/tmp/{tag}"),
+        format!("/{tag}"),
+        format!("/usr/{tag}"),
+        format!("/etc/{tag}"),
+    ] {
+        assert!(!Path::new(&p).exists(), "{p} reached the host");
+    }
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname"),
+        host_hostname
+    );
+    for (k, before) in &knobs {
+        assert_eq!(
+            &std::fs::read_to_string(k).expect("read"),
+            before,
+            "{k} was changed"
+        );
+    }
+    let links = std::fs::read_to_string("/proc/net/dev").expect("net");
+    assert!(
+        !links.contains(&tag),
+        "a network device appeared on the host"
+    );
+}
