@@ -62,6 +62,23 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Each call must exit 2 with its expected text on stderr and print nothing on stdout.
+fn assert_bad_calls(env: &Env, cases: &[(&[&str], &str)]) {
+    for (args, want) in cases {
+        let o = env.cordon(args, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(want),
+            "{args:?}: expected {want:?} in {}",
+            stderr(&o)
+        );
+        assert!(
+            stdout(&o).is_empty(),
+            "{args:?}: nothing may be printed on stdout"
+        );
+    }
+}
+
 fn json(o: &Output) -> Value {
     serde_json::from_str(stdout(o).trim())
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
@@ -138,19 +155,7 @@ fn bad_calls_exit_2_with_a_message() {
         ),
         (&["check", "--tool", "x", "--bogus"], "unexpected argument"),
     ];
-    for (args, want) in cases {
-        let o = env.cordon(args, None);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(
-            stderr(&o).contains(want),
-            "{args:?}: expected {want:?} in {}",
-            stderr(&o)
-        );
-        assert!(
-            stdout(&o).is_empty(),
-            "{args:?}: no decision may be printed"
-        );
-    }
+    assert_bad_calls(&env, cases);
 }
 
 #[test]
@@ -535,13 +540,5 @@ fn bad_run_flags_exit_2_naming_the_flag() {
         ),
         (&["run"], "give a command after `--`"),
     ];
-    for (args, want) in cases {
-        let o = env.cordon(args, None);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(
-            stderr(&o).contains(want),
-            "{args:?}: expected {want:?} in {}",
-            stderr(&o)
-        );
-    }
+    assert_bad_calls(&env, cases);
 }

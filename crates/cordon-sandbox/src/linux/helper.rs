@@ -279,28 +279,8 @@ fn build_mount_view(spec: &SandboxSpec) -> Result<(), Failure> {
             ));
         }
         let target = inside(path);
-        if !target.exists() {
-            // Under the private /tmp: make the mount point there.
-            if host.is_dir() {
-                std::fs::create_dir_all(&target).map_err(|e| Failure::io("mkdir", e, ""))?;
-            } else {
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| Failure::io("mkdir", e, ""))?;
-                }
-                std::fs::write(&target, b"").map_err(|e| Failure::io("mount point", e, ""))?;
-            }
-        }
-        mount_step(
-            "writable bind",
-            sys::mount(
-                Some(&host),
-                &target,
-                None,
-                libc::MS_BIND | libc::MS_REC,
-                None,
-            ),
-            path,
-        )?;
+        // Under the private /tmp the mount point has to be made first.
+        bind_host_path(&host, &target, "writable bind", path)?;
     }
     hide_and_reopen(spec)?;
     // The directories between a writable root and a read-only spot become mount points of
@@ -414,28 +394,9 @@ fn hide_and_reopen(spec: &SandboxSpec) -> Result<(), Failure> {
         if !host.exists() {
             continue;
         }
-        if !target.exists() {
-            let made = if host.is_dir() {
-                std::fs::create_dir_all(&target)
-            } else {
-                target
-                    .parent()
-                    .map_or(Ok(()), std::fs::create_dir_all)
-                    .and_then(|()| std::fs::write(&target, b""))
-            };
-            made.map_err(|e| Failure::io("allow-read", e, &path.display().to_string()))?;
-        }
-        mount_step(
-            "allow-read",
-            sys::mount(
-                Some(&host),
-                &target,
-                None,
-                libc::MS_BIND | libc::MS_REC,
-                None,
-            ),
-            path,
-        )?;
+        // Inside a hidden directory the mount point has to be made first (its tmpfs is
+        // still writable at this point).
+        bind_host_path(&host, &target, "allow-read", path)?;
         if !spec
             .writable
             .iter()
@@ -450,6 +411,32 @@ fn hide_and_reopen(spec: &SandboxSpec) -> Result<(), Failure> {
         mount_step("deny-read", sys::mount(None, &dir, None, flags, None), &dir)?;
     }
     Ok(())
+}
+
+/// Binds the host's `host` at `target` (recursively), making the mount point first when it is
+/// missing: a directory for a directory, an empty file for anything else.
+fn bind_host_path(
+    host: &Path,
+    target: &Path,
+    step: &'static str,
+    shown: &Path,
+) -> Result<(), Failure> {
+    if !target.exists() {
+        let made = if host.is_dir() {
+            std::fs::create_dir_all(target)
+        } else {
+            target
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(target, b""))
+        };
+        made.map_err(|e| Failure::io(step, e, &shown.display().to_string()))?;
+    }
+    mount_step(
+        step,
+        sys::mount(Some(host), target, None, libc::MS_BIND | libc::MS_REC, None),
+        shown,
+    )
 }
 
 /// A minimal /dev: the harmless devices, a private devpts and shared memory, nothing else.
