@@ -324,14 +324,13 @@ impl PolicyEngine {
             by_tool,
             any_tool,
             checkers,
-            shell_tools: DEFAULT_SHELL_TOOLS.iter().map(|s| s.to_string()).collect(),
+            shell_tools: DEFAULT_SHELL_TOOLS
+                .iter()
+                .map(|s| s.to_string())
+                .chain(set.shell_tools)
+                .collect(),
             env,
         })
-    }
-
-    /// Treats calls to these tools as shell commands too (`bash`, `exec_command`, …).
-    pub fn add_shell_tools(&mut self, names: impl IntoIterator<Item = String>) {
-        self.shell_tools.extend(names);
     }
 
     pub fn rules(&self) -> &[Rule] {

@@ -76,6 +76,9 @@ pub struct PolicySet {
     pub rules: Vec<Rule>,
     pub checkers: Vec<CheckerRule>,
     pub issues: Vec<LoadIssue>,
+    /// Tools besides `run_shell_command` whose `command` is a shell script, as the sources
+    /// named them; the rules were checked against the same list.
+    pub shell_tools: Vec<String>,
 }
 
 impl PolicySet {
@@ -104,7 +107,10 @@ fn issue(kind: IssueKind, file: &Path, message: String, hint: Option<String>) ->
 
 /// Loads every source in tier order.
 pub fn load(sources: &PolicySources) -> PolicySet {
-    let mut set = PolicySet::default();
+    let mut set = PolicySet {
+        shell_tools: sources.shell_tools.clone(),
+        ..Default::default()
+    };
     if sources.builtin {
         for (name, text) in BUILTIN_POLICIES {
             let label = format!("builtin:{name}");

@@ -91,16 +91,14 @@ impl PolicyFlags {
         for w in set.issues.iter().filter(|i| !i.is_error()) {
             eprintln!("cordon: {w}");
         }
-        let mut engine = PolicyEngine::new(set, env).map_err(|errors| {
+        PolicyEngine::new(set, env).map_err(|errors| {
             let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
             anyhow::anyhow!(
                 "the policy files have {} error(s); cordon will not decide with a policy it cannot read in full:\n{}",
                 errors.len(),
                 list.join("\n")
             )
-        })?;
-        engine.add_shell_tools(self.shell_tools.iter().cloned());
-        Ok(engine)
+        })
     }
 }
 
