@@ -6,6 +6,7 @@
 //! `no_new_privs` and Landlock.
 
 mod protect;
+mod snapshot;
 mod spec;
 
 #[cfg(target_os = "linux")]
@@ -14,7 +15,8 @@ pub mod linux;
 pub use protect::{
     PROTECTED_NAMES, RunGuard, Undone, existing_protected, linked_worktree_writable,
 };
-pub use spec::{Limits, NetworkMode, SandboxSpec, filter_environment};
+pub use snapshot::{Snapshot, SnapshotError};
+pub use spec::{Isolation, Limits, NetworkMode, SandboxSpec, filter_environment};
 
 /// Exit statuses `cordon run` uses for its own failures, distinct from the usual command ones.
 pub mod exit {

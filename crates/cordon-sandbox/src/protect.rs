@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::snapshot::remove_any;
+
 /// Names that run code or change an agent's permissions the next time something starts:
 /// shell start-up files, git's config and hooks, editor task folders, agent settings.
 pub const PROTECTED_NAMES: &[&str] = &[
@@ -30,15 +32,6 @@ pub fn existing_protected(root: &Path) -> Vec<PathBuf> {
         .map(|n| root.join(n))
         .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .collect()
-}
-
-/// Removes a file, or a directory with everything in it, without following a symlink.
-fn remove(p: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
-        Ok(_) => std::fs::remove_file(p),
-        Err(e) => Err(e),
-    }
 }
 
 /// What a run must not leave behind, found by comparing before and after: protected paths it
@@ -84,7 +77,7 @@ impl RunGuard {
             })
             .collect();
         for p in &self.absent {
-            if std::fs::symlink_metadata(p).is_ok() && remove(p).is_ok() {
+            if std::fs::symlink_metadata(p).is_ok() && remove_any(p).is_ok() {
                 undone.push(Undone {
                     path: p.clone(),
                     why: "a protected file the command created",
@@ -128,7 +121,7 @@ impl PlantedRepoGuard {
         let mut removed = Vec::new();
         for i in added {
             let p = self.root.join(BARE_REPO[i]);
-            if remove(&p).is_ok() {
+            if remove_any(&p).is_ok() {
                 removed.push(p);
             }
         }

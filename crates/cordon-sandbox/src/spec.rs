@@ -1,6 +1,7 @@
 //! The backend-neutral description of one sandboxed run.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +14,20 @@ pub enum NetworkMode {
     None,
     /// The host's network.
     Host,
+}
+
+/// How the run is walled off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// Namespaces where the machine allows them, else Landlock and seccomp alone, with a
+    /// warning saying what is weaker.
+    #[default]
+    Auto,
+    /// Namespaces or nothing: refuse to run where they are unavailable.
+    Namespaces,
+    /// Landlock and seccomp alone, as where user namespaces are unavailable.
+    LandlockOnly,
 }
 
 /// One run: the command and everything it may touch.
@@ -48,6 +63,8 @@ pub struct SandboxSpec {
     /// create Unix sockets at all.
     #[serde(default)]
     pub unix_sockets: Vec<PathBuf>,
+    #[serde(default)]
+    pub isolation: Isolation,
 }
 
 /// Limits on what a run may consume.
@@ -57,6 +74,16 @@ pub struct Limits {
     pub max_processes: Option<u64>,
     /// Bytes of memory.
     pub memory_bytes: Option<u64>,
+    /// Seconds of CPU time each process may use.
+    #[serde(default)]
+    pub cpu_seconds: Option<u64>,
+    /// Share of the CPUs the whole sandbox may use, in thousandths of one CPU (only with
+    /// control groups).
+    #[serde(default)]
+    pub cpu_millis: Option<u64>,
+    /// Wall-clock time the whole run may take.
+    #[serde(default)]
+    pub timeout: Option<Duration>,
 }
 
 /// Variables that usually hold credentials. A sandboxed command does not need the agent's

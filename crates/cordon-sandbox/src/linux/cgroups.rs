@@ -1,4 +1,5 @@
-//! Control groups for a run's limits, where the caller may make them (root, cgroup v1).
+//! Control groups for a run's limits, where the caller may make them (root, cgroup v1):
+//! processes, memory and CPU share for the whole sandbox.
 //!
 //! Without them, limits are rlimits, which hold per process (memory) or per user namespace
 //! (processes, and not at all for root); `cordon doctor` and the run say which applies.
@@ -35,11 +36,21 @@ impl RunCgroups {
                 "memory",
             ),
         ];
+        // The CPU share is a quota per scheduling period: N thousandths of a CPU are N × 100
+        // microseconds of every 100 ms.
+        let cpu_quota = limits.cpu_millis.map(|m| m.saturating_mul(100));
+        let wanted = wanted
+            .into_iter()
+            .chain([("cpu", "cpu.cfs_quota_us", cpu_quota, "cpus")]);
         for (controller, file, value, what) in wanted {
             let Some(value) = value else { continue };
             let dir = Path::new("/sys/fs/cgroup").join(controller).join(&name);
-            let made = std::fs::create_dir(&dir)
-                .and_then(|()| std::fs::write(dir.join(file), value.to_string()));
+            let made = std::fs::create_dir(&dir).and_then(|()| {
+                if controller == "cpu" {
+                    std::fs::write(dir.join("cpu.cfs_period_us"), "100000")?;
+                }
+                std::fs::write(dir.join(file), value.to_string())
+            });
             match made {
                 Ok(()) => groups.dirs.push(dir),
                 Err(_) => {

@@ -25,6 +25,7 @@ fn read(path: &str) -> Option<String> {
 
 pub fn probe() -> Vec<Mechanism> {
     let mut out = Vec::new();
+    let landlock = sys::landlock_abi();
 
     let apparmor = read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
     let (available, detail) = match sys::can_create_user_namespace() {
@@ -39,15 +40,22 @@ pub fn probe() -> Vec<Mechanism> {
             _ => "inside Docker, run the container with --security-opt seccomp=unconfined (or use --backend docker for the whole agent)".to_string(),
         },
     });
+    let userns = available;
+    let detail = if available || landlock.is_err() {
+        detail
+    } else {
+        format!("{detail}; cordon falls back to Landlock and seccomp alone, which is weaker")
+    };
     out.push(Mechanism {
         name: "user namespaces",
         available,
         detail,
         fix,
-        required: true,
+        // Without them cordon still confines commands with Landlock, more weakly.
+        required: landlock.is_err(),
     });
 
-    let (available, detail) = match sys::landlock_abi() {
+    let (available, detail) = match landlock {
         Ok(v) => (
             true,
             format!(
@@ -70,7 +78,8 @@ pub fn probe() -> Vec<Mechanism> {
         available,
         detail,
         fix,
-        required: false,
+        // The only wall left without namespaces.
+        required: !userns,
     });
 
     let available = sys::seccomp_available();
@@ -100,7 +109,7 @@ pub fn probe() -> Vec<Mechanism> {
         name: "cgroups",
         available: v2.is_some_and(|c| !c.is_empty()) || !v1.is_empty(),
         detail: format!(
-            "{detail} (cordon does not use them yet; memory and process limits come later)"
+            "{detail} (cordon makes per-run groups for --max-processes, --memory and --cpus only as root on cgroup v1; otherwise rlimits apply per process)"
         ),
         fix: None,
         required: false,

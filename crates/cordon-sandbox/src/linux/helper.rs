@@ -13,20 +13,17 @@ use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
-use landlock::{
-    ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus,
-};
-
+use super::landlock_rules::{self, Reads, Walls};
+use super::seccomp::Extra;
 use super::sys;
 use super::{ERROR_FD, SPEC_FD};
-use crate::{NetworkMode, SandboxSpec, exit};
+use crate::{Isolation, NetworkMode, SandboxSpec, exit};
 
 /// A failed step: the exit code to use, the step, and the detail.
-struct Failure(u8, &'static str, String);
+pub(super) struct Failure(pub u8, pub &'static str, pub String);
 
 impl Failure {
-    fn io(step: &'static str, e: std::io::Error, hint: &str) -> Self {
+    pub(super) fn io(step: &'static str, e: std::io::Error, hint: &str) -> Self {
         let hint = if hint.is_empty() {
             String::new()
         } else {
@@ -36,11 +33,24 @@ impl Failure {
     }
 }
 
-fn report(errors: &mut Option<std::fs::File>, f: &Failure) -> ! {
-    if let Some(e) = errors.as_mut() {
-        let detail = f.2.replace(['\n', '\t'], " ");
-        let _ = writeln!(e, "{}\t{}\t{}", f.0, f.1, detail);
+/// The channel back to cordon: one line per message, tab-separated, see [`super::Message`].
+pub(super) type Channel = Option<std::fs::File>;
+
+/// Sends one message line (`kind`, then fields) to cordon.
+pub(super) fn tell(channel: &mut Channel, kind: &str, fields: &[&str]) {
+    if let Some(c) = channel.as_mut() {
+        let mut line = kind.to_string();
+        for f in fields {
+            line.push('\t');
+            line.push_str(&f.replace(['\n', '\t'], " "));
+        }
+        line.push('\n');
+        let _ = c.write_all(line.as_bytes());
     }
+}
+
+pub(super) fn report(errors: &mut Channel, f: &Failure) -> ! {
+    tell(errors, "error", &[&f.0.to_string(), f.1, &f.2]);
     sys::exit_now(i32::from(f.0))
 }
 
@@ -109,6 +119,9 @@ fn enter(
             .map_err(|e| Failure::io("cgroup", e, &procs.display().to_string()))?;
     }
 
+    if spec.isolation == Isolation::LandlockOnly {
+        return super::fallback::run(spec, errors, "asked for Landlock alone");
+    }
     let (uid, gid) = sys::ids();
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
@@ -118,15 +131,22 @@ fn enter(
     if spec.network == NetworkMode::None {
         flags |= libc::CLONE_NEWNET;
     }
-    sys::unshare(flags).map_err(|e| {
-        Failure::io(
-            "unshare",
-            e,
-            "user namespaces are unavailable here; on Ubuntu 24.04 AppArmor restricts them \
-             (sysctl kernel.apparmor_restrict_unprivileged_userns=0), inside Docker they need \
-             --security-opt seccomp=unconfined",
-        )
-    })?;
+    // Which Unix sockets exist is known only in the host's network namespace; read it before
+    // leaving, to hide all but the allowed ones.
+    let host_sockets = if spec.unix_sockets.is_empty() {
+        Vec::new()
+    } else {
+        bound_unix_sockets()
+    };
+    if let Err(e) = sys::unshare(flags) {
+        let hint = "user namespaces are unavailable here; on Ubuntu 24.04 AppArmor restricts \
+                    them (sysctl kernel.apparmor_restrict_unprivileged_userns=0), inside Docker \
+                    they need --security-opt seccomp=unconfined";
+        if spec.isolation == Isolation::Namespaces {
+            return Err(Failure::io("unshare", e, hint));
+        }
+        return super::fallback::run(spec, errors, &format!("unshare: {e}"));
+    }
     write_id_maps(uid, gid)?;
 
     // The first child is PID 1 of the new PID namespace; when it ends, so does everything
@@ -134,14 +154,38 @@ fn enter(
     match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
         Some(init) => {
             let _ = sys::forward_signals_to(init);
+            sys::kill_on_alarm(init, spec.limits.timeout)
+                .map_err(|e| Failure::io("timeout", e, ""))?;
             let code = match sys::wait(init) {
                 Ok(Some((_, ended))) => ended.code(),
                 _ => i32::from(exit::SETUP_FAILED),
             };
+            if sys::alarm_fired() {
+                tell(errors, "timed-out", &[]);
+                sys::exit_now(i32::from(exit::TIMEOUT));
+            }
             sys::exit_now(code)
         }
-        None => init(spec, errors),
+        None => init(spec, &host_sockets, errors),
     }
+}
+
+/// The paths of the Unix sockets bound in this network namespace (from `/proc/net/unix`;
+/// its last column is the path, or `@name` for an abstract socket).
+fn bound_unix_sockets() -> Vec<PathBuf> {
+    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(7))
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
 }
 
 fn write_id_maps(uid: u32, gid: u32) -> Result<(), Failure> {
@@ -153,16 +197,29 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), Failure> {
     write("/proc/self/gid_map", format!("{gid} {gid} 1"))
 }
 
-fn init(spec: SandboxSpec, errors: &mut Option<std::fs::File>) -> Result<Never, Failure> {
+fn init(
+    spec: SandboxSpec,
+    host_sockets: &[PathBuf],
+    errors: &mut Option<std::fs::File>,
+) -> Result<Never, Failure> {
     sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
-    build_mount_view(&spec)?;
+    build_mount_view(&spec, host_sockets)?;
+    if !spec.unix_sockets.is_empty() {
+        tell(
+            errors,
+            "weaker",
+            &[
+                "Unix sockets other than the allowed ones are hidden as the host listed them at the start; ones bound later, or in other network namespaces, stay reachable",
+            ],
+        );
+    }
     let _ = sys::sethostname("cordon");
     if spec.network == NetworkMode::None {
         sys::loopback_up().map_err(|e| Failure::io("loopback", e, ""))?;
     }
     let command = match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
         Some(pid) => pid,
-        None => match exec_command(&spec) {
+        None => match exec_command(&spec, errors) {
             Ok(never) => match never {},
             Err(f) => report(errors, &f),
         },
@@ -191,7 +248,7 @@ fn inside(path: &Path) -> PathBuf {
     Path::new("/newroot").join(path.strip_prefix("/").unwrap_or(path))
 }
 
-fn build_mount_view(spec: &SandboxSpec) -> Result<(), Failure> {
+fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), Failure> {
     let root = Path::new("/");
     mount_step(
         "make mounts private",
@@ -254,6 +311,29 @@ fn build_mount_view(spec: &SandboxSpec) -> Result<(), Failure> {
         ),
         &proc_,
     )?;
+    // Kernel settings and triggers under /proc answer to uid 0 rather than to a capability,
+    // and uid 0 inside maps to the host's root when cordon runs as root: make them read-only.
+    for knob in ["sys", "sysrq-trigger", "irq", "bus"] {
+        let target = proc_.join(knob);
+        if target.exists() {
+            mount_step(
+                "read-only /proc",
+                sys::mount(
+                    Some(&target),
+                    &target,
+                    None,
+                    libc::MS_BIND | libc::MS_REC,
+                    None,
+                ),
+                &target,
+            )?;
+            mount_step(
+                "read-only /proc",
+                sys::make_read_only_recursive(&target),
+                &target,
+            )?;
+        }
+    }
     build_dev()?;
     let tmp = inside(Path::new("/tmp"));
     mount_step(
@@ -283,6 +363,7 @@ fn build_mount_view(spec: &SandboxSpec) -> Result<(), Failure> {
         bind_host_path(&host, &target, "writable bind", path)?;
     }
     hide_and_reopen(spec)?;
+    hide_sockets(spec, host_sockets)?;
     // The directories between a writable root and a read-only spot become mount points of
     // their own: a mount point cannot be renamed or removed, so `mv .git .git2` cannot carry
     // a protected `.git/hooks` away and put a fresh one in its place.
@@ -347,17 +428,6 @@ fn build_mount_view(spec: &SandboxSpec) -> Result<(), Failure> {
 /// `deny-read`: a directory shows up empty and read-only, a file unreadable. `allow-read`
 /// paths inside a hidden one are bound back (read-only unless they are also writable).
 fn hide_and_reopen(spec: &SandboxSpec) -> Result<(), Failure> {
-    // One unreadable empty file, bound over every hidden file.
-    let blank = Path::new("/hidden-file");
-    if spec.hidden.iter().any(|p| {
-        Path::new("/oldroot")
-            .join(p.strip_prefix("/").unwrap_or(p))
-            .is_file()
-    }) {
-        std::fs::write(blank, b"").map_err(|e| Failure::io("deny-read", e, ""))?;
-        std::fs::set_permissions(blank, std::os::unix::fs::PermissionsExt::from_mode(0o000))
-            .map_err(|e| Failure::io("deny-read", e, ""))?;
-    }
     let mut hidden_dirs = Vec::new();
     for path in &spec.hidden {
         let target = inside(path);
@@ -382,7 +452,7 @@ fn hide_and_reopen(spec: &SandboxSpec) -> Result<(), Failure> {
         } else {
             mount_step(
                 step,
-                sys::mount(Some(blank), &target, None, libc::MS_BIND, None),
+                sys::mount(Some(blank_file()?), &target, None, libc::MS_BIND, None),
                 path,
             )?;
             mount_step(step, sys::make_read_only_recursive(&target), path)?;
@@ -409,6 +479,50 @@ fn hide_and_reopen(spec: &SandboxSpec) -> Result<(), Failure> {
     for dir in hidden_dirs {
         let flags = libc::MS_REMOUNT | libc::MS_RDONLY | RO_FLAGS;
         mount_step("deny-read", sys::mount(None, &dir, None, flags, None), &dir)?;
+    }
+    Ok(())
+}
+
+/// One unreadable empty file in the scratch root, to bind over what must not be opened.
+fn blank_file() -> Result<&'static Path, Failure> {
+    let blank = Path::new("/hidden-file");
+    if !blank.exists() {
+        std::fs::write(blank, b"").map_err(|e| Failure::io("blank file", e, ""))?;
+        std::fs::set_permissions(blank, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+            .map_err(|e| Failure::io("blank file", e, ""))?;
+    }
+    Ok(blank)
+}
+
+/// With some Unix sockets allowed the command may create Unix sockets, so every other socket
+/// the host has bound (a Docker daemon's, an SSH agent's) is covered with the blank file:
+/// connecting to it then fails.
+fn hide_sockets(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), Failure> {
+    use std::os::unix::fs::FileTypeExt;
+    // The allowed ones are made visible where the view would not show them (under the
+    // private /tmp, say).
+    for path in &spec.unix_sockets {
+        let host = Path::new("/oldroot").join(path.strip_prefix("/").unwrap_or(path));
+        let target = inside(path);
+        if std::fs::symlink_metadata(&target).is_err() && host.exists() {
+            bind_host_path(&host, &target, "allowed socket", path)?;
+        }
+    }
+    for path in host_sockets {
+        if spec.unix_sockets.contains(path) {
+            continue;
+        }
+        let target = inside(path);
+        let is_socket = std::fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_socket());
+        if !is_socket {
+            continue;
+        }
+        let blank = blank_file()?;
+        mount_step(
+            "hide socket",
+            sys::mount(Some(blank), &target, None, libc::MS_BIND, None),
+            path,
+        )?;
     }
     Ok(())
 }
@@ -504,20 +618,74 @@ fn build_dev() -> Result<(), Failure> {
 }
 
 /// In the command's process: give up every power, then become the command.
-fn exec_command(spec: &SandboxSpec) -> Result<Never, Failure> {
+fn exec_command(spec: &SandboxSpec, channel: &mut Channel) -> Result<Never, Failure> {
+    let walls = Walls {
+        reads: Reads::Everything,
+        writable: [Path::new("/tmp"), Path::new("/dev/shm"), spec.cwd.as_path()]
+            .into_iter()
+            .chain(spec.writable.iter().map(PathBuf::as_path))
+            .collect(),
+        deny_tcp: false,
+    };
+    become_command(spec, &walls, Extra::default(), "/tmp", channel)
+}
+
+/// The last steps of every run, in the command's own process: a new session, no
+/// capabilities, `no_new_privs`, limits, Landlock, the system-call filter, then exec.
+pub(super) fn become_command(
+    spec: &SandboxSpec,
+    walls: &Walls,
+    extra: Extra,
+    tmpdir: &str,
+    channel: &mut Channel,
+) -> Result<Never, Failure> {
     sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
     sys::new_session().map_err(|e| Failure::io("setsid", e, ""))?;
     sys::drop_all_capabilities().map_err(|e| Failure::io("drop capabilities", e, ""))?;
     sys::set_no_new_privs().map_err(|e| Failure::io("no_new_privs", e, ""))?;
-    if let Some(n) = spec.limits.max_processes {
-        sys::set_rlimit(libc::RLIMIT_NPROC, n)
-            .map_err(|e| Failure::io("limit processes", e, ""))?;
+    let limits = [
+        (
+            libc::RLIMIT_NPROC,
+            spec.limits.max_processes,
+            "limit processes",
+        ),
+        (libc::RLIMIT_AS, spec.limits.memory_bytes, "limit memory"),
+        (libc::RLIMIT_CPU, spec.limits.cpu_seconds, "limit CPU time"),
+    ];
+    for (resource, value, step) in limits {
+        if let Some(v) = value {
+            sys::set_rlimit(resource, v).map_err(|e| Failure::io(step, e, ""))?;
+        }
     }
-    if let Some(bytes) = spec.limits.memory_bytes {
-        sys::set_rlimit(libc::RLIMIT_AS, bytes).map_err(|e| Failure::io("limit memory", e, ""))?;
+    let enforced =
+        landlock_rules::restrict(walls).map_err(|e| Failure(exit::SETUP_FAILED, "landlock", e))?;
+    if enforced.none {
+        if walls.deny_tcp || !matches!(walls.reads, Reads::Everything) {
+            // Without namespaces Landlock is the only wall; running unconfined is not an
+            // option.
+            return Err(Failure(
+                exit::SETUP_FAILED,
+                "landlock",
+                "Landlock is not enforced on this kernel and there are no namespaces to fall \
+                 back on; nothing would confine the command"
+                    .into(),
+            ));
+        }
+        tell(
+            channel,
+            "weaker",
+            &["Landlock is not available on this kernel; file rules rest on the mount view alone"],
+        );
+    } else if enforced.partly {
+        tell(
+            channel,
+            "weaker",
+            &[
+                "this kernel's Landlock lacks some rights cordon asks for (older ABI); the rest is enforced",
+            ],
+        );
     }
-    restrict_files(spec)?;
-    let filter = super::seccomp::build(!spec.unix_sockets.is_empty())
+    let filter = super::seccomp::build(!spec.unix_sockets.is_empty(), extra)
         .map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e))?;
     super::seccomp::apply(&filter).map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e))?;
     let Some((program, args)) = spec.argv.split_first() else {
@@ -539,7 +707,7 @@ fn exec_command(spec: &SandboxSpec) -> Result<Never, Failure> {
         .args(args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .env("TMPDIR", "/tmp");
+        .env("TMPDIR", tmpdir);
     let e = cmd.exec();
     let code = match e.kind() {
         std::io::ErrorKind::NotFound => exit::NOT_FOUND,
@@ -552,7 +720,7 @@ fn exec_command(spec: &SandboxSpec) -> Result<Never, Failure> {
 /// regular file of that name in the command's `PATH`. Searching ourselves keeps "not found"
 /// (127) apart from "found but not executable" (126), which `execvp` blurs when a `PATH`
 /// directory cannot be searched.
-fn lookup(program: &str, spec: &SandboxSpec) -> Option<PathBuf> {
+pub(super) fn lookup(program: &str, spec: &SandboxSpec) -> Option<PathBuf> {
     if program.contains('/') {
         return Some(PathBuf::from(program));
     }
@@ -564,54 +732,4 @@ fn lookup(program: &str, spec: &SandboxSpec) -> Option<PathBuf> {
     std::env::split_paths(path)
         .map(|dir| dir.join(program))
         .find(|candidate| std::fs::metadata(candidate).is_ok_and(|m| m.is_file()))
-}
-
-/// Landlock: read and run anything, write only where the mount view lets us write. A second
-/// wall in case the first has a gap.
-fn restrict_files(spec: &SandboxSpec) -> Result<(), Failure> {
-    let abi = ABI::V5;
-    let landlock =
-        |e: landlock::RulesetError| Failure(exit::SETUP_FAILED, "landlock", e.to_string());
-    let path_fd = |p: &Path| {
-        PathFd::new(p).map_err(|e| {
-            Failure(
-                exit::SETUP_FAILED,
-                "landlock",
-                format!("{}: {e}", p.display()),
-            )
-        })
-    };
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::from_all(abi))
-        .map_err(landlock)?
-        .create()
-        .map_err(landlock)?
-        .add_rule(PathBeneath::new(
-            path_fd(Path::new("/"))?,
-            AccessFs::from_read(abi),
-        ))
-        .map_err(landlock)?
-        .add_rule(PathBeneath::new(
-            path_fd(Path::new("/dev"))?,
-            AccessFs::from_read(abi) | AccessFs::WriteFile,
-        ))
-        .map_err(landlock)?;
-    for p in [Path::new("/tmp"), Path::new("/dev/shm")]
-        .into_iter()
-        .chain(std::iter::once(spec.cwd.as_path()))
-        .chain(spec.writable.iter().map(PathBuf::as_path))
-    {
-        ruleset = ruleset
-            .add_rule(PathBeneath::new(path_fd(p)?, AccessFs::from_all(abi)))
-            .map_err(landlock)?;
-    }
-    let status = ruleset.restrict_self().map_err(landlock)?;
-    if status.ruleset == RulesetStatus::NotEnforced {
-        // The mount view still holds; say that the second wall is missing.
-        eprintln!(
-            "cordon: warning: Landlock is not available on this kernel; file rules rest on the mount view alone"
-        );
-    }
-    Ok(())
 }

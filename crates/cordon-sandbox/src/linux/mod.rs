@@ -4,21 +4,22 @@
 //! The process that asks for a run may be multi-threaded (an agent host, a proxy), and forking
 //! such a process is unsafe. So it starts a fresh copy of itself (`/proc/self/exe` with
 //! [`HELPER_ARG`]) and hands it the spec on fd 3; that copy is single-threaded and does the
-//! setup (see `helper.rs`). Setup failures come back on fd 4 as one line: the exit code, the
-//! step, and what went wrong.
+//! setup (see `helper.rs`). What the helper has to say comes back on fd 4, one message per
+//! line (see [`Message`]): a setup failure, what is weaker than asked, what was put back, a
+//! timeout.
 
 pub mod cgroups;
 pub mod doctor;
+mod fallback;
 mod helper;
+mod landlock_rules;
 mod seccomp;
 mod sys;
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 pub use helper::helper_main;
 
@@ -56,11 +57,51 @@ impl RunError {
 }
 
 /// How a sandboxed run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunOutcome {
     /// The command's exit code, or 128 + N when a signal N killed it.
     pub code: i32,
     pub timed_out: bool,
+    /// What was enforced less strictly than asked, and how.
+    pub weaker: Vec<String>,
+    /// Read-only paths the command changed that were put back after the run (only where they
+    /// could not be made read-only during it).
+    pub restored: Vec<PathBuf>,
+}
+
+/// One line from the helper.
+#[derive(Debug, PartialEq, Eq)]
+enum Message {
+    /// `error`, exit code, step, detail: nothing ran.
+    Error {
+        code: u8,
+        step: String,
+        detail: String,
+    },
+    /// `weaker`, what.
+    Weaker(String),
+    /// `restored`, path.
+    Restored(PathBuf),
+    /// `timed-out`.
+    TimedOut,
+}
+
+impl Message {
+    fn parse(line: &str) -> Option<Message> {
+        let mut parts = line.splitn(4, '\t');
+        match parts.next()? {
+            "error" => {
+                let code = parts.next()?.parse().unwrap_or(exit::SETUP_FAILED);
+                let step = parts.next()?.to_string();
+                let detail = parts.next().unwrap_or_default().to_string();
+                Some(Message::Error { code, step, detail })
+            }
+            "weaker" => Some(Message::Weaker(parts.next()?.to_string())),
+            "restored" => Some(Message::Restored(PathBuf::from(parts.next()?))),
+            "timed-out" => Some(Message::TimedOut),
+            _ => None,
+        }
+    }
 }
 
 /// Whether cordon runs as root (limits then need control groups).
@@ -82,8 +123,9 @@ fn single_threaded() -> bool {
 ///
 /// A single-threaded caller (the `cordon run` command) forks the helper directly; any other
 /// starts a fresh copy of the binary, because forking a multi-threaded process is unsafe.
-/// Both paths run the same setup.
-pub fn run(spec: &SandboxSpec, timeout: Option<Duration>) -> Result<RunOutcome, RunError> {
+/// Both paths run the same setup. The helper enforces the timeout itself, so the caller needs
+/// no thread of its own.
+pub fn run(spec: &SandboxSpec) -> Result<RunOutcome, RunError> {
     let (mut error_reader, error_writer) = std::io::pipe().map_err(RunError::Spawn)?;
     // CORDON_SANDBOX_REEXEC forces the re-exec path, so that tests can cover it from a
     // single-threaded process.
@@ -109,52 +151,33 @@ pub fn run(spec: &SandboxSpec, timeout: Option<Duration>) -> Result<RunOutcome, 
     drop(error_writer);
     let _ = sys::forward_signals_to(pid);
 
-    // Killing the helper takes the whole sandbox with it: everything inside dies with its
-    // parent, and the PID namespace ends with its first process.
-    let timed_out = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicBool::new(false));
-    if let Some(limit) = timeout {
-        let (timed_out, done) = (timed_out.clone(), done.clone());
-        std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + limit;
-            while std::time::Instant::now() < deadline {
-                if done.load(Ordering::Relaxed) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10).min(limit));
-            }
-            if !done.load(Ordering::Relaxed) {
-                timed_out.store(true, Ordering::Relaxed);
-                sys::kill(pid, libc::SIGKILL);
-            }
-        });
-    }
+    // Only the helper holds the channel's write end (the command's copy closes when it
+    // execs), so reading to the end first waits for the helper and never lets a full pipe
+    // stall it.
+    let mut text = String::new();
+    let _ = error_reader.read_to_string(&mut text);
     let ended = sys::wait(pid).map_err(RunError::Spawn)?;
-    done.store(true, Ordering::Relaxed);
 
-    let mut report = String::new();
-    let _ = error_reader.read_to_string(&mut report);
-    if let Some(line) = report.lines().next() {
-        let mut parts = line.splitn(3, '\t');
-        let code = parts
-            .next()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(exit::SETUP_FAILED);
-        let step = parts.next().unwrap_or("setup").to_string();
-        let detail = parts.next().unwrap_or(line).to_string();
-        return Err(RunError::Setup { code, step, detail });
-    }
-    if timed_out.load(Ordering::Relaxed) {
-        return Ok(RunOutcome {
-            code: i32::from(exit::TIMEOUT),
-            timed_out: true,
-        });
-    }
-    let code = ended.map_or(i32::from(exit::SETUP_FAILED), |(_, e)| e.code());
-    Ok(RunOutcome {
-        code,
+    let mut outcome = RunOutcome {
+        code: ended.map_or(i32::from(exit::SETUP_FAILED), |(_, e)| e.code()),
         timed_out: false,
-    })
+        weaker: Vec::new(),
+        restored: Vec::new(),
+    };
+    for message in text.lines().filter_map(Message::parse) {
+        match message {
+            Message::Error { code, step, detail } => {
+                return Err(RunError::Setup { code, step, detail });
+            }
+            Message::Weaker(w) => outcome.weaker.push(w),
+            Message::Restored(p) => outcome.restored.push(p),
+            Message::TimedOut => {
+                outcome.timed_out = true;
+                outcome.code = i32::from(exit::TIMEOUT);
+            }
+        }
+    }
+    Ok(outcome)
 }
 
 /// Starts `/proc/self/exe` as the helper with the spec on fd 3 and `error_writer` on fd 4.
@@ -173,4 +196,28 @@ fn spawn_helper(spec: &SandboxSpec, error_writer: &std::io::PipeWriter) -> Resul
     drop(spec_writer);
     // The child is reaped with waitpid, not through `Child`.
     Ok(child.id() as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helper_messages_are_parsed_and_junk_is_ignored() {
+        assert_eq!(
+            Message::parse("error\t125\tmount /proc\tEPERM: x\ty"),
+            Some(Message::Error {
+                code: 125,
+                step: "mount /proc".into(),
+                detail: "EPERM: x\ty".into()
+            })
+        );
+        assert_eq!(
+            Message::parse("restored\t/w/.bashrc"),
+            Some(Message::Restored(PathBuf::from("/w/.bashrc")))
+        );
+        assert_eq!(Message::parse("timed-out"), Some(Message::TimedOut));
+        assert_eq!(Message::parse("weaker"), None);
+        assert_eq!(Message::parse("something else"), None);
+    }
 }

@@ -102,9 +102,36 @@ fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
     SeccompRule::new(conditions).map_err(|e| e.to_string())
 }
 
+/// What the filter must also refuse when there are no namespaces to contain it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extra {
+    /// Every socket family but Unix (when allowed) and netlink: without a network namespace
+    /// the host's network, loopback included, is all there is.
+    pub only_local_sockets: bool,
+    /// System V IPC and POSIX message queues: without an IPC namespace they are the host's.
+    pub deny_host_ipc: bool,
+}
+
+/// System V IPC and message-queue calls, shared with the host without an IPC namespace.
+const HOST_IPC: &[libc::c_long] = &[
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_mq_open,
+    libc::SYS_mq_unlink,
+];
+
 /// Builds the filter. `allow_unix` lets the command create Unix-domain sockets (only when the
 /// user allowed some socket path).
-pub fn build(allow_unix: bool) -> Result<BpfProgram, String> {
+pub fn build(allow_unix: bool, extra: Extra) -> Result<BpfProgram, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let mut add = |nr: libc::c_long, r: Vec<SeccompRule>| {
         for n in [nr, nr | X32_BIT] {
@@ -133,15 +160,33 @@ pub fn build(allow_unix: bool) -> Result<BpfProgram, String> {
         .collect::<Result<Vec<_>, _>>()?;
     add(libc::SYS_ioctl, ioctl_rules.clone());
     add(X32_IOCTL, ioctl_rules);
-    let mut families = vec![libc::AF_VSOCK as u64];
-    if !allow_unix {
-        families.push(libc::AF_UNIX as u64);
-    }
-    let socket_rules = families
-        .iter()
-        .map(|&f| rule(vec![cond(0, SeccompCmpOp::Eq, f)?]))
-        .collect::<Result<Vec<_>, _>>()?;
+    let socket_rules = if extra.only_local_sockets {
+        // One rule whose conditions all hold: a family other than each allowed one.
+        let mut allowed = vec![libc::AF_NETLINK as u64];
+        if allow_unix {
+            allowed.push(libc::AF_UNIX as u64);
+        }
+        let others = allowed
+            .iter()
+            .map(|&f| cond(0, SeccompCmpOp::Ne, f))
+            .collect::<Result<Vec<_>, _>>()?;
+        vec![rule(others)?]
+    } else {
+        let mut families = vec![libc::AF_VSOCK as u64];
+        if !allow_unix {
+            families.push(libc::AF_UNIX as u64);
+        }
+        families
+            .iter()
+            .map(|&f| rule(vec![cond(0, SeccompCmpOp::Eq, f)?]))
+            .collect::<Result<Vec<_>, _>>()?
+    };
     add(libc::SYS_socket, socket_rules);
+    if extra.deny_host_ipc {
+        for &nr in HOST_IPC {
+            add(nr, Vec::new());
+        }
+    }
 
     let arch = std::env::consts::ARCH
         .try_into()

@@ -136,11 +136,15 @@ pub fn drop_all_capabilities() -> io::Result<()> {
         let ret = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
         if ret < 0 {
             let e = io::Error::last_os_error();
-            // Past the last capability this kernel knows.
-            if e.raw_os_error() == Some(libc::EINVAL) {
-                break;
+            match e.raw_os_error() {
+                // Past the last capability this kernel knows.
+                Some(libc::EINVAL) => break,
+                // Without user namespaces an unprivileged process may not shrink its
+                // bounding set. It then has no capabilities to lose, and `no_new_privs`,
+                // set next, stops exec from granting any.
+                Some(libc::EPERM) => break,
+                _ => return Err(e),
             }
-            return Err(e);
         }
     }
     // SAFETY: PR_CAP_AMBIENT takes integer arguments only.
@@ -276,7 +280,11 @@ pub fn install_fd(cmd: &mut std::process::Command, fd: libc::c_int, target: libc
 pub fn adopt_fd(fd: libc::c_int) -> io::Result<std::fs::File> {
     use std::os::fd::FromRawFd;
     // SAFETY: F_GETFD only inspects the descriptor; it fails if `fd` is not open.
-    check(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    let flags = check(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    // The channel is cordon's own: the command must not inherit it, or it could forge what
+    // the helper reports.
+    // SAFETY: F_SETFD takes integer arguments only.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) })?;
     // SAFETY: the descriptor is open (checked above) and nothing else in this process owns
     // it: it was placed here by our parent for this purpose.
     Ok(unsafe { std::fs::File::from_raw_fd(fd) })
@@ -398,4 +406,88 @@ pub fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result
     };
     // SAFETY: `limit` is a valid rlimit that outlives the call.
     check(unsafe { libc::setrlimit(resource, &limit) }).map(drop)
+}
+
+/// Makes this process the reaper of every orphan below it, so that a command's background
+/// processes come back to it instead of escaping to the system's init.
+pub fn become_subreaper() -> io::Result<()> {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes integer arguments only.
+    check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
+}
+
+/// The process the alarm kills, and whether it went off.
+static ALARM_TARGET: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static ALARM_FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_alarm(_signal: libc::c_int) {
+    ALARM_FIRED.store(true, std::sync::atomic::Ordering::Relaxed);
+    let pid = ALARM_TARGET.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe and takes integers only.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+/// Kills `pid` with SIGKILL when SIGALRM arrives: after `after`, if given, or whenever
+/// something else raises SIGALRM (the parent's death, see [`die_with_parent`]).
+pub fn kill_on_alarm(pid: libc::pid_t, after: Option<std::time::Duration>) -> io::Result<()> {
+    ALARM_TARGET.store(pid, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: a zeroed sigaction is a valid value; the handler only does async-signal-safe
+    // work, and the pointers are valid for the call.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_alarm as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        check(libc::sigaction(
+            libc::SIGALRM,
+            &action,
+            std::ptr::null_mut(),
+        ))?;
+    }
+    let Some(after) = after else { return Ok(()) };
+    // A zero timer would mean "off"; the shortest real one is a microsecond.
+    let usec = after.subsec_micros().max(u32::from(after.as_secs() == 0));
+    let timer = libc::itimerval {
+        it_interval: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+        it_value: libc::timeval {
+            tv_sec: libc::time_t::try_from(after.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_usec: libc::suseconds_t::from(usec),
+        },
+    };
+    // SAFETY: `timer` is a valid itimerval that outlives the call; the old value is not
+    // asked for.
+    check(unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) }).map(drop)
+}
+
+/// Whether the alarm of [`kill_on_alarm`] went off.
+pub fn alarm_fired() -> bool {
+    ALARM_FIRED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// This process's children (read from `/proc`, so it sees orphans that were re-parented to
+/// a subreaper too).
+pub fn children() -> Vec<libc::pid_t> {
+    // SAFETY: getpid cannot fail and takes no arguments.
+    let me = unsafe { libc::getpid() };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter(|pid| {
+            // The parent is the second field after the command name, which may itself hold
+            // spaces and parentheses; it ends at the last ')'.
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let rest = &s[s.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1)?.parse::<libc::pid_t>().ok()
+                })
+                == Some(me)
+        })
+        .collect()
 }

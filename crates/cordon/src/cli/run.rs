@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use cordon_sandbox::linux::cgroups::RunCgroups;
 use cordon_sandbox::linux::run as run_sandboxed;
 use cordon_sandbox::{
-    Limits, NetworkMode, RunGuard, SandboxSpec, existing_protected, filter_environment,
+    Isolation, Limits, NetworkMode, RunGuard, SandboxSpec, existing_protected, filter_environment,
     linked_worktree_writable,
 };
 
@@ -54,6 +54,16 @@ pub struct RunArgs {
     /// Most memory the command may use, e.g. 512M or 4G.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     memory: Option<u64>,
+    /// Seconds of CPU time each process may use before the kernel stops it.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    cpu_time: Option<u64>,
+    /// Share of the CPUs the whole sandbox may use, e.g. 0.5 or 2 (needs a cpu cgroup).
+    #[arg(long, value_name = "N", value_parser = parse_cpus)]
+    cpus: Option<u64>,
+    /// Refuse to run, rather than fall back to Landlock and seccomp alone, where user
+    /// namespaces are unavailable.
+    #[arg(long)]
+    fail_if_unavailable: bool,
     /// Write what happened (exit code, timeout, what the sandbox blocked) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -84,6 +94,17 @@ fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(mult)
         .filter(|&b| b > 0)
         .ok_or_else(|| format!("`{s}` is out of range"))
+}
+
+/// `0.5`, `2`: a number of CPUs, kept as thousandths of one.
+fn parse_cpus(s: &str) -> Result<u64, String> {
+    let n: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of CPUs; use e.g. 0.5 or 2"))?;
+    if !(n.is_finite() && (0.001..=4096.0).contains(&n)) {
+        return Err(format!("`{s}` is out of range; use 0.001 to 4096"));
+    }
+    Ok((n * 1000.0).round() as u64)
 }
 
 /// `~/` is home, relative paths are against the working directory; the result must exist.
@@ -144,6 +165,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let wanted = Limits {
         max_processes: Some(args.max_processes),
         memory_bytes: args.memory,
+        cpu_seconds: args.cpu_time,
+        cpu_millis: args.cpus,
+        timeout,
     };
     let (groups, missed) = RunCgroups::create(&wanted);
     let root = cordon_sandbox::linux::is_root();
@@ -157,13 +181,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             "cordon: warning: no memory cgroup could be made; --memory limits each process's address space instead of the whole sandbox"
         );
     }
+    if missed.contains(&"cpus") {
+        eprintln!(
+            "cordon: warning: no cpu cgroup could be made (cordon makes them only as root, on cgroup v1); --cpus is not enforced, --cpu-time limits each process instead"
+        );
+    }
     let limits = Limits {
-        max_processes: wanted.max_processes,
-        memory_bytes: if missed.contains(&"memory") {
-            wanted.memory_bytes
-        } else {
-            None
-        },
+        memory_bytes: wanted.memory_bytes.filter(|_| missed.contains(&"memory")),
+        cpu_millis: None,
+        ..wanted
+    };
+    let isolation = if args.fail_if_unavailable {
+        Isolation::Namespaces
+    } else if std::env::var_os("CORDON_SANDBOX_LANDLOCK_ONLY").is_some() {
+        // What runs where user namespaces are missing, on demand: for tests, and for people
+        // who want to see what that mode does.
+        Isolation::LandlockOnly
+    } else {
+        Isolation::Auto
     };
     let spec = SandboxSpec {
         argv,
@@ -180,14 +215,31 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             Network::None => NetworkMode::None,
             Network::Host => NetworkMode::Host,
         },
+        isolation,
     };
     let guard = RunGuard::before(&spec.cwd, &spec.writable);
-    let result = run_sandboxed(&spec, timeout);
+    let result = run_sandboxed(&spec);
     let undone = guard.undo();
-    if !undone.is_empty() {
+    let (weaker, restored) = match &result {
+        Ok(o) => (o.weaker.as_slice(), o.restored.as_slice()),
+        Err(_) => (&[][..], &[][..]),
+    };
+    if !weaker.is_empty() {
+        eprintln!("cordon: warning: this run is confined less strictly than asked:");
+        for w in weaker {
+            eprintln!("cordon:   - {w}");
+        }
+    }
+    if !undone.is_empty() || !restored.is_empty() {
         eprintln!("cordon: ---- blocked by the sandbox (exact) ----");
         for u in &undone {
             eprintln!("cordon: removed {}: {}", u.path.display(), u.why);
+        }
+        for p in restored {
+            eprintln!(
+                "cordon: restored {}: a read-only path the command changed",
+                p.display()
+            );
         }
         eprintln!("cordon: ----");
     }
@@ -210,14 +262,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(path) = &args.report {
         // What the sandbox blocked, for an agent to tell its model why a command failed. Only
         // what cordon saw itself is listed, so every entry is exact.
-        let blocked: Vec<serde_json::Value> = undone
-            .iter()
-            .map(|u| serde_json::json!({ "path": u.path, "operation": "create", "rule": u.why, "exact": true }))
-            .collect();
+        let removed = undone.iter().map(|u| {
+            serde_json::json!({ "path": u.path, "operation": "create", "rule": u.why, "action": "removed", "exact": true })
+        });
+        let put_back = restored.iter().map(|p| {
+            serde_json::json!({ "path": p, "operation": "write", "rule": "read-only path", "action": "restored", "exact": true })
+        });
+        let blocked: Vec<serde_json::Value> = removed.chain(put_back).collect();
         let report = serde_json::json!({
             "exit_code": code,
             "timed_out": timed_out,
             "setup_error": error,
+            "weaker": weaker,
             "blocked": blocked,
         });
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)

@@ -1,0 +1,213 @@
+//! Runs without namespaces, where user namespaces are unavailable (inside Docker, Ubuntu
+//! 24.04's AppArmor rule): Landlock and seccomp alone, from outside the command.
+//!
+//! What changes, and is reported as weaker: the host's file system stays as it is, so
+//! protected files are copied before the run and put back after it rather than made
+//! read-only; there is no private `/tmp` (a per-run directory is the command's `TMPDIR`, and
+//! `/tmp` itself is read-only); host processes are visible (Landlock keeps signals and
+//! tracing inside, ABI 6+); the network is cut by refusing every socket family but Unix and
+//! netlink, rather than by an empty namespace. The helper stays as the command's parent and
+//! subreaper, so whatever the command leaves running is killed when it ends.
+
+use std::path::{Path, PathBuf};
+
+use super::helper::{Channel, Failure, Never, become_command, report, tell};
+use super::landlock_rules::{Reads, Walls, readable_except};
+use super::seccomp::Extra;
+use super::sys;
+use crate::{NetworkMode, SandboxSpec, Snapshot, exit};
+
+pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result<Never, Failure> {
+    if let Err(e) = sys::landlock_abi() {
+        return Err(Failure(
+            exit::SETUP_FAILED,
+            "landlock",
+            format!(
+                "neither user namespaces ({why}) nor Landlock ({e}) are available, so nothing \
+                 would confine the command; run `cordon doctor` for the fixes"
+            ),
+        ));
+    }
+    let roots: Vec<PathBuf> = std::iter::once(spec.cwd.clone())
+        .chain(spec.writable.iter().cloned())
+        .collect();
+    if let Some(h) = spec
+        .hidden
+        .iter()
+        .find(|h| roots.iter().any(|r| h.starts_with(r)))
+    {
+        return Err(Failure(
+            exit::SETUP_FAILED,
+            "deny-read",
+            format!(
+                "{} lies inside a writable directory; without user namespaces it cannot be \
+                 hidden there (Landlock cannot take away what a parent grants)",
+                h.display()
+            ),
+        ));
+    }
+    let snapshot = Snapshot::take(&spec.read_only, &roots).map_err(|e| {
+        Failure(
+            exit::SETUP_FAILED,
+            "protect",
+            format!("{e}; without user namespaces read-only paths are guarded by a copy"),
+        )
+    })?;
+    sys::become_subreaper().map_err(|e| Failure::io("subreaper", e, ""))?;
+    let tmp = private_tmp().map_err(|e| Failure::io("private tmp", e, "/tmp"))?;
+
+    tell(
+        channel,
+        "weaker",
+        &[&format!(
+            "no user namespaces ({why}): Landlock and seccomp alone confine the command"
+        )],
+    );
+    tell(
+        channel,
+        "weaker",
+        &[
+            "protected and --deny-write paths are put back after the run instead of being read-only during it",
+        ],
+    );
+    tell(
+        channel,
+        "weaker",
+        &[&format!(
+            "no private /tmp: the command's TMPDIR is {}, and /tmp is read-only",
+            tmp.display()
+        )],
+    );
+    if sys::landlock_abi().unwrap_or(0) >= 6 {
+        tell(
+            channel,
+            "weaker",
+            &["host processes are visible (but cannot be signalled or traced)"],
+        );
+    } else {
+        tell(
+            channel,
+            "weaker",
+            &[
+                "host processes are visible, and this kernel's Landlock (before ABI 6) does not stop the command signalling them",
+            ],
+        );
+    }
+    if spec.network == NetworkMode::None {
+        tell(
+            channel,
+            "weaker",
+            &["no loopback: without a network namespace only Unix and netlink sockets are allowed"],
+        );
+    }
+    if !spec.hidden.is_empty() {
+        tell(
+            channel,
+            "weaker",
+            &[
+                "names inside --deny-read directories can be listed (their contents stay unreadable)",
+            ],
+        );
+    }
+    if !spec.unix_sockets.is_empty() {
+        tell(
+            channel,
+            "weaker",
+            &["with a Unix socket allowed, every Unix socket the command can reach is open to it"],
+        );
+    }
+
+    let command = match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
+        Some(pid) => pid,
+        None => {
+            let reads = if spec.hidden.is_empty() {
+                Reads::Everything
+            } else {
+                readable_except(&spec.hidden, &spec.reopened)
+            };
+            let walls = Walls {
+                reads,
+                writable: roots
+                    .iter()
+                    .map(PathBuf::as_path)
+                    .chain([tmp.as_path()])
+                    .collect(),
+                deny_tcp: spec.network == NetworkMode::None,
+            };
+            let extra = Extra {
+                only_local_sockets: spec.network == NetworkMode::None,
+                deny_host_ipc: true,
+            };
+            let tmpdir = tmp.to_string_lossy().into_owned();
+            match become_command(&spec, &walls, extra, &tmpdir, channel) {
+                Ok(never) => match never {},
+                Err(f) => report(channel, &f),
+            }
+        }
+    };
+    // From here on this process is the supervisor. cordon's death raises the alarm too, so
+    // that the cleanup below still runs.
+    let _ = sys::forward_signals_to(command);
+    sys::kill_on_alarm(command, spec.limits.timeout).map_err(|e| Failure::io("timeout", e, ""))?;
+    sys::die_with_parent(libc::SIGALRM).map_err(|e| Failure::io("die-with-parent", e, ""))?;
+    let code = match sys::wait(command) {
+        Ok(Some((_, ended))) => ended.code(),
+        _ => i32::from(exit::SETUP_FAILED),
+    };
+    end_every_descendant();
+    let _ = std::fs::remove_dir_all(&tmp);
+    for path in snapshot.restore() {
+        tell(channel, "restored", &[&path.to_string_lossy()]);
+    }
+    if sys::alarm_fired() {
+        tell(channel, "timed-out", &[]);
+        sys::exit_now(i32::from(exit::TIMEOUT));
+    }
+    sys::exit_now(code)
+}
+
+/// Kills whatever the command left running. Orphans come back to this process (it is their
+/// subreaper), so killing its children and reaping them, until none are left, ends them all;
+/// a killed process cannot fork any more, so this terminates.
+fn end_every_descendant() {
+    loop {
+        let children = sys::children();
+        if children.is_empty() {
+            return;
+        }
+        for &pid in &children {
+            sys::kill(pid, libc::SIGKILL);
+        }
+        for _ in &children {
+            if matches!(sys::wait(-1), Ok(None) | Err(_)) {
+                break;
+            }
+        }
+    }
+}
+
+/// A directory only this run uses, as its `TMPDIR`.
+fn private_tmp() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = Path::new("/tmp");
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut builder = std::fs::DirBuilder::new();
+    builder.mode(0o700);
+    let mut attempt = 0u32;
+    loop {
+        let dir = base.join(format!(
+            "cordon-run-{}-{:x}",
+            std::process::id(),
+            stamp.wrapping_add(attempt)
+        ));
+        match builder.create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => {
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

