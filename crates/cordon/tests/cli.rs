@@ -542,3 +542,31 @@ fn bad_run_flags_exit_2_naming_the_flag() {
     ];
     assert_bad_calls(&env, cases);
 }
+
+#[test]
+fn bad_or_too_broad_run_patterns_exit_2_naming_the_flag_and_pattern() {
+    let env = Env::new();
+    // One more match than a pattern may expand to.
+    for i in 0..=1000 {
+        env.write(&format!("ws/many/f{i:04}"), "");
+    }
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["run", "--deny-read", "keys/[ab", "--", "true"],
+            "--deny-read keys/[ab: `[ab` is not a valid pattern: unclosed character class",
+        ),
+        (
+            &["run", "--allow-write", "*/../x", "--", "true"],
+            "--allow-write */../x: `..` cannot follow a wildcard",
+        ),
+        (
+            &["run", "--deny-read", "many/*", "--", "true"],
+            "--deny-read many/*: too broad: it matches more than 1000 paths; name the directory",
+        ),
+        (
+            &["run", "--deny-write", "many/*", "--", "true"],
+            "--deny-write many/*: too broad",
+        ),
+    ];
+    assert_bad_calls(&env, cases);
+}

@@ -194,6 +194,42 @@ fn the_re_executed_helper_enforces_the_same() {
 }
 
 #[test]
+fn deny_read_patterns_hide_every_matching_file() {
+    let Some(sb) = Sandbox::new() else { return };
+    for (path, text) in [
+        ("server.pem", "SECRET-1"),
+        ("config/tls/ca.pem", "SECRET-2"),
+        (".hidden/deep/er/client.pem", "SECRET-3"),
+        ("keys/api.key", "SECRET-4"),
+        ("config/tls/readme.txt", "visible-1"),
+        ("notes.pem.txt", "visible-2"),
+        ("keys/api.txt", "visible-3"),
+    ] {
+        let p = sb.ws.join(path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+    // One pattern relative to the working directory, one absolute.
+    let keys = sb.ws.join("k*/*.key");
+    let o = sb.run(&[
+        "--deny-read",
+        "**/*.pem",
+        "--deny-read",
+        keys.to_str().expect("utf-8"),
+        "-c",
+        "cat server.pem config/tls/ca.pem .hidden/deep/er/client.pem keys/api.key 2>/dev/null; \
+         cat config/tls/readme.txt notes.pem.txt keys/api.txt; grep -r SECRET .; echo",
+    ]);
+    let out = stdout(&o);
+    assert!(!out.contains("SECRET"), "a hidden secret was read: {out}");
+    assert!(
+        out.contains("visible-1") && out.contains("visible-2") && out.contains("visible-3"),
+        "a file the patterns do not match was hidden: {out}{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn a_planted_bare_repository_is_removed_and_reported() {
     let Some(sb) = Sandbox::new() else { return };
     let o = sb.sh("mkdir -p objects refs/heads && echo 'ref: refs/heads/main' > HEAD && printf '[core]\\n\\tfsmonitor = evil\\n' > config");

@@ -1,6 +1,8 @@
 //! Command-line parsing and dispatch.
 
 mod check;
+#[cfg(target_os = "linux")]
+mod paths;
 mod policy;
 #[cfg(target_os = "linux")]
 mod run;

@@ -1,6 +1,6 @@
 //! `cordon run`: a command in the sandbox.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -11,6 +11,8 @@ use cordon_sandbox::{
     Isolation, Limits, NetworkMode, RunGuard, SandboxSpec, existing_protected, filter_environment,
     linked_worktree_writable,
 };
+
+use super::paths::{Flag, resolve_all};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Network {
@@ -107,28 +109,6 @@ fn parse_cpus(s: &str) -> Result<u64, String> {
     Ok((n * 1000.0).round() as u64)
 }
 
-/// `~/` is home, relative paths are against the working directory; the result must exist.
-fn resolve(path: &Path, cwd: &Path, flag: &str) -> anyhow::Result<PathBuf> {
-    let expanded = match path.strip_prefix("~") {
-        Ok(rest) => {
-            let home = std::env::var_os("HOME").context("~ needs HOME to be set")?;
-            PathBuf::from(home).join(rest)
-        }
-        Err(_) => cwd.join(path),
-    };
-    std::fs::canonicalize(&expanded).with_context(|| {
-        format!(
-            "{flag} {}: cannot resolve {}",
-            path.display(),
-            expanded.display()
-        )
-    })
-}
-
-fn resolve_all(paths: &[PathBuf], cwd: &Path, flag: &str) -> anyhow::Result<Vec<PathBuf>> {
-    paths.iter().map(|p| resolve(p, cwd, flag)).collect()
-}
-
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let argv = match (&args.shell, args.command.is_empty()) {
         (Some(s), _) => vec!["/bin/sh".to_string(), "-c".to_string(), s.clone()],
@@ -144,8 +124,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     };
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = std::fs::canonicalize(&cwd).context("cannot resolve the current directory")?;
-    let mut writable = resolve_all(&args.allow_write, &cwd, "--allow-write")?;
-    let mut read_only = resolve_all(&args.deny_write, &cwd, "--deny-write")?;
+    let mut writable = resolve_all(&args.allow_write, &cwd, Flag::AllowWrite)?;
+    let mut read_only = resolve_all(&args.deny_write, &cwd, Flag::DenyWrite)?;
     // In a linked git worktree, `git commit` writes into the main repository's objects and
     // refs; allow those, not its config or hooks.
     writable.extend(linked_worktree_writable(&cwd));
@@ -154,9 +134,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     for root in std::iter::once(&cwd).chain(&writable) {
         read_only.extend(existing_protected(root));
     }
-    let hidden = resolve_all(&args.deny_read, &cwd, "--deny-read")?;
-    let reopened = resolve_all(&args.allow_read, &cwd, "--allow-read")?;
-    let unix_sockets = resolve_all(&args.allow_unix_socket, &cwd, "--allow-unix-socket")?;
+    let hidden = resolve_all(&args.deny_read, &cwd, Flag::DenyRead)?;
+    let reopened = resolve_all(&args.allow_read, &cwd, Flag::AllowRead)?;
+    let unix_sockets = resolve_all(&args.allow_unix_socket, &cwd, Flag::AllowUnixSocket)?;
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
     let (env, _removed) = filter_environment(vars, &args.keep_env);
