@@ -645,6 +645,10 @@ fn attempts() -> Vec<Attempt> {
         syscall_refused("open a file by handle", "libc.syscall(304, -100, 0, 0)"),
         syscall_refused("chroot", "libc.chroot(b'/')"),
         syscall_refused(
+            "unshare through the x32 ABI",
+            "libc.syscall(0x40000000 | 272, 0x10000000)",
+        ),
+        syscall_refused(
             "move a mount",
             "libc.syscall(429, -100, b'/tmp', -100, b'/mnt', 0)",
         ),

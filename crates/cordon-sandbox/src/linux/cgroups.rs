@@ -21,12 +21,20 @@ impl RunCgroups {
         self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
     }
 
-    /// Makes v1 `pids` and `memory` groups for the limits that are set, where possible.
-    /// Returns the groups made and the limits that could not be placed in one.
+    /// Makes v1 `pids`, `memory` and `cpu` groups for the limits that are set, where
+    /// possible. Returns the groups made and the limits that could not be placed in one.
     pub fn create(limits: &Limits) -> (Self, Vec<&'static str>) {
         let mut groups = RunCgroups::default();
         let mut missed = Vec::new();
-        let name = format!("cordon-{}", std::process::id());
+        // The process id keeps concurrent runs apart; the time keeps a reused id from
+        // meeting a group left behind (see `Drop`).
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let name = format!("{PREFIX}{}-{stamp:x}", std::process::id());
+        // The CPU share is a quota per scheduling period: N thousandths of a CPU are N × 100
+        // microseconds of every 100 ms.
+        let cpu_quota = limits.cpu_millis.map(|m| m.saturating_mul(100));
         let wanted = [
             ("pids", "pids.max", limits.max_processes, "max-processes"),
             (
@@ -35,16 +43,13 @@ impl RunCgroups {
                 limits.memory_bytes,
                 "memory",
             ),
+            ("cpu", "cpu.cfs_quota_us", cpu_quota, "cpus"),
         ];
-        // The CPU share is a quota per scheduling period: N thousandths of a CPU are N × 100
-        // microseconds of every 100 ms.
-        let cpu_quota = limits.cpu_millis.map(|m| m.saturating_mul(100));
-        let wanted = wanted
-            .into_iter()
-            .chain([("cpu", "cpu.cfs_quota_us", cpu_quota, "cpus")]);
         for (controller, file, value, what) in wanted {
             let Some(value) = value else { continue };
-            let dir = Path::new("/sys/fs/cgroup").join(controller).join(&name);
+            let parent = Path::new("/sys/fs/cgroup").join(controller);
+            remove_abandoned(&parent);
+            let dir = parent.join(&name);
             let made = std::fs::create_dir(&dir).and_then(|()| {
                 if controller == "cpu" {
                     std::fs::write(dir.join("cpu.cfs_period_us"), "100000")?;
@@ -63,17 +68,37 @@ impl RunCgroups {
     }
 }
 
+const PREFIX: &str = "cordon-";
+
+/// Removes the groups of earlier runs that could not be removed when they ended (the kernel
+/// lets go of a group a moment after its last process is reaped): those whose cordon is
+/// gone. Only empty groups can be removed, so a live run's is never touched.
+fn remove_abandoned(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(PREFIX))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
 impl Drop for RunCgroups {
     fn drop(&mut self) {
+        // One try each: a group the kernel still holds is removed by the next run instead of
+        // making this one wait.
         for d in &self.dirs {
-            // Only empty groups can be removed, and the kernel lets go of the last process a
-            // moment after it has been reaped: retry in short steps, for half a second at most.
-            for _ in 0..500 {
-                if std::fs::remove_dir(d).is_ok() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
+            let _ = std::fs::remove_dir(d);
         }
     }
 }

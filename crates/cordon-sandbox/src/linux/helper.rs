@@ -57,17 +57,23 @@ pub(super) fn report(errors: &mut Channel, f: &Failure) -> ! {
 /// Entry point, called by `cordon` when its first argument is [`super::HELPER_ARG`].
 pub fn helper_main(args: &[OsString]) -> ! {
     let mut errors = sys::adopt_fd(ERROR_FD).ok();
-    match read_spec(args).and_then(|(spec, parent)| enter(spec, parent, &mut errors)) {
+    match read_spec(args).and_then(|(spec, parent)| enter(spec, parent, &mut errors, None)) {
         Ok(never) => match never {},
         Err(f) => report(&mut errors, &f),
     }
 }
 
 /// In a process forked from a single-threaded cordon (no exec): the same setup, with the spec
-/// already in memory.
-pub(super) fn forked(spec: SandboxSpec, parent: i32, errors: std::fs::File) -> ! {
+/// already in memory. With `without_namespaces`, the reason they are unavailable, it goes
+/// straight to Landlock alone.
+pub(super) fn forked(
+    spec: SandboxSpec,
+    parent: i32,
+    errors: std::fs::File,
+    without_namespaces: Option<String>,
+) -> ! {
     let mut errors = Some(errors);
-    match enter(spec, parent, &mut errors) {
+    match enter(spec, parent, &mut errors, without_namespaces) {
         Ok(never) => match never {},
         Err(f) => report(&mut errors, &f),
     }
@@ -102,6 +108,7 @@ fn enter(
     spec: SandboxSpec,
     parent: i32,
     errors: &mut Option<std::fs::File>,
+    without_namespaces: Option<String>,
 ) -> Result<Never, Failure> {
     sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
     if sys::getppid() != parent {
@@ -119,9 +126,68 @@ fn enter(
             .map_err(|e| Failure::io("cgroup", e, &procs.display().to_string()))?;
     }
 
+    if let Some(why) = without_namespaces {
+        return super::fallback::run(spec, errors, &why);
+    }
     if spec.isolation == Isolation::LandlockOnly {
         return super::fallback::run(spec, errors, "asked for Landlock alone");
     }
+    match start_namespaced(&spec, errors, |_| Ok(()))? {
+        Started::Unavailable(e) => {
+            if spec.isolation == Isolation::Namespaces {
+                return Err(namespaces_unavailable(e));
+            }
+            super::fallback::run(spec, errors, &format!("clone: {e}"))
+        }
+        Started::Init(init) => {
+            let _ = sys::forward_signals_to(init);
+            sys::kill_on_alarm(init, spec.limits.timeout)
+                .map_err(|e| Failure::io("timeout", e, ""))?;
+            let code = match sys::wait(init) {
+                Ok(Some((_, ended))) => ended.code(),
+                _ => i32::from(exit::SETUP_FAILED),
+            };
+            if sys::alarm_fired() {
+                tell(errors, "timed-out", &[]);
+                sys::exit_now(i32::from(exit::TIMEOUT));
+            }
+            sys::exit_now(code)
+        }
+    }
+}
+
+/// The failure to report when namespaces were required and cannot be made.
+pub(super) fn namespaces_unavailable(e: std::io::Error) -> Failure {
+    Failure::io(
+        "unshare",
+        e,
+        "user namespaces are unavailable here; on Ubuntu 24.04 AppArmor restricts them \
+         (sysctl kernel.apparmor_restrict_unprivileged_userns=0), inside Docker they need \
+         --security-opt seccomp=unconfined",
+    )
+}
+
+/// How starting the namespaced sandbox went.
+pub(super) enum Started {
+    /// Its first process (PID 1 inside), a child of the caller.
+    Init(libc::pid_t),
+    /// The kernel refused the namespaces.
+    Unavailable(std::io::Error),
+}
+
+/// Creates the sandbox's first process, PID 1 of its own user, mount, PID, IPC, UTS (and
+/// network) namespaces, in one `clone`, so no process sits between the caller and it.
+/// `before_go` runs in the caller once that process exists and before it does anything (to
+/// put it in control groups); the process waits for it, which also tells it that the caller
+/// is still alive after it has asked to die with it.
+///
+/// Only for a single-threaded caller: the child goes on running the caller's code.
+pub(super) fn start_namespaced(
+    spec: &SandboxSpec,
+    channel: &mut Channel,
+    before_go: impl FnOnce(libc::pid_t) -> Result<(), Failure>,
+) -> Result<Started, Failure> {
+    // Inside the new user namespace these read as the overflow ids until the maps exist.
     let (uid, gid) = sys::ids();
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
@@ -138,35 +204,43 @@ fn enter(
     } else {
         bound_unix_sockets()
     };
-    if let Err(e) = sys::unshare(flags) {
-        let hint = "user namespaces are unavailable here; on Ubuntu 24.04 AppArmor restricts \
-                    them (sysctl kernel.apparmor_restrict_unprivileged_userns=0), inside Docker \
-                    they need --security-opt seccomp=unconfined";
-        if spec.isolation == Isolation::Namespaces {
-            return Err(Failure::io("unshare", e, hint));
-        }
-        return super::fallback::run(spec, errors, &format!("unshare: {e}"));
-    }
-    write_id_maps(uid, gid)?;
-
-    // The first child is PID 1 of the new PID namespace; when it ends, so does everything
-    // the command left running.
-    match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
-        Some(init) => {
-            let _ = sys::forward_signals_to(init);
-            sys::kill_on_alarm(init, spec.limits.timeout)
-                .map_err(|e| Failure::io("timeout", e, ""))?;
-            let code = match sys::wait(init) {
-                Ok(Some((_, ended))) => ended.code(),
-                _ => i32::from(exit::SETUP_FAILED),
-            };
-            if sys::alarm_fired() {
-                tell(errors, "timed-out", &[]);
-                sys::exit_now(i32::from(exit::TIMEOUT));
+    let (mut go_reader, mut go_writer) = std::io::pipe().map_err(|e| Failure::io("pipe", e, ""))?;
+    match sys::clone_into_namespaces(flags) {
+        Err(e) => Ok(Started::Unavailable(e)),
+        Ok(None) => {
+            drop(go_writer);
+            let result = sys::die_with_parent(libc::SIGKILL)
+                .map_err(|e| Failure::io("die-with-parent", e, ""))
+                .and_then(|()| {
+                    let mut go = [0u8; 1];
+                    match go_reader.read(&mut go) {
+                        Ok(1) => Ok(()),
+                        // The caller is gone, or gave up on us: nothing to run for.
+                        _ => sys::exit_now(i32::from(exit::SETUP_FAILED)),
+                    }
+                })
+                .and_then(|()| {
+                    drop(go_reader);
+                    write_id_maps(uid, gid)
+                })
+                .and_then(|()| init(spec, &host_sockets, channel));
+            match result {
+                Ok(never) => match never {},
+                Err(f) => report(channel, &f),
             }
-            sys::exit_now(code)
         }
-        None => init(spec, &host_sockets, errors),
+        Ok(Some(pid)) => {
+            drop(go_reader);
+            if let Err(f) = before_go(pid) {
+                sys::kill(pid, libc::SIGKILL);
+                let _ = sys::wait(pid);
+                return Err(f);
+            }
+            go_writer
+                .write_all(b"g")
+                .map_err(|e| Failure::io("start", e, ""))?;
+            Ok(Started::Init(pid))
+        }
     }
 }
 
@@ -198,12 +272,11 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), Failure> {
 }
 
 fn init(
-    spec: SandboxSpec,
+    spec: &SandboxSpec,
     host_sockets: &[PathBuf],
     errors: &mut Option<std::fs::File>,
 ) -> Result<Never, Failure> {
-    sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
-    build_mount_view(&spec, host_sockets)?;
+    build_mount_view(spec, host_sockets)?;
     if !spec.unix_sockets.is_empty() {
         tell(
             errors,
@@ -219,7 +292,7 @@ fn init(
     }
     let command = match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
         Some(pid) => pid,
-        None => match exec_command(&spec, errors) {
+        None => match exec_command(spec, errors) {
             Ok(never) => match never {},
             Err(f) => report(errors, &f),
         },

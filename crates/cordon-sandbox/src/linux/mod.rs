@@ -23,8 +23,8 @@ use std::process::Command;
 
 pub use helper::helper_main;
 
-use crate::SandboxSpec;
 use crate::exit;
+use crate::{Isolation, SandboxSpec};
 
 /// The hidden first argument that turns the `cordon` binary into the sandbox helper.
 pub const HELPER_ARG: &str = "__cordon-sandbox-helper";
@@ -126,37 +126,95 @@ fn single_threaded() -> bool {
 /// Both paths run the same setup. The helper enforces the timeout itself, so the caller needs
 /// no thread of its own.
 pub fn run(spec: &SandboxSpec) -> Result<RunOutcome, RunError> {
-    let (mut error_reader, error_writer) = std::io::pipe().map_err(RunError::Spawn)?;
-    // CORDON_SANDBOX_REEXEC forces the re-exec path, so that tests can cover it from a
-    // single-threaded process.
-    let pid = if single_threaded() && std::env::var_os("CORDON_SANDBOX_REEXEC").is_none() {
-        // Unflushed output would be written twice, once by each process.
-        let _ = std::io::stdout().flush();
-        let _ = std::io::stderr().flush();
-        let parent = std::process::id() as i32;
-        match sys::fork().map_err(RunError::Spawn)? {
-            None => {
-                drop(error_reader);
-                helper::forked(
-                    spec.clone(),
-                    parent,
-                    std::fs::File::from(std::os::fd::OwnedFd::from(error_writer)),
-                )
-            }
-            Some(pid) => pid,
-        }
+    if single_threaded() && std::env::var_os("CORDON_SANDBOX_REEXEC").is_none() {
+        run_from_here(spec)
     } else {
-        spawn_helper(spec, &error_writer)?
-    };
-    drop(error_writer);
-    let _ = sys::forward_signals_to(pid);
+        let (error_reader, error_writer) = std::io::pipe().map_err(RunError::Spawn)?;
+        let pid = spawn_helper(spec, &error_writer)?;
+        drop(error_writer);
+        let _ = sys::forward_signals_to(pid);
+        finish(pid, error_reader, false)
+    }
+}
 
-    // Only the helper holds the channel's write end (the command's copy closes when it
-    // execs), so reading to the end first waits for the helper and never lets a full pipe
-    // stall it.
+/// The path for a single-threaded caller: the sandbox's first process is its own child, made
+/// with one `clone` (CORDON_SANDBOX_REEXEC forces the other path, so tests cover both).
+/// Where namespaces are unavailable a forked helper supervises the command instead.
+fn run_from_here(spec: &SandboxSpec) -> Result<RunOutcome, RunError> {
+    let (error_reader, error_writer) = std::io::pipe().map_err(RunError::Spawn)?;
+    // Unflushed output would be written twice, once by each process.
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    let mut channel = Some(std::fs::File::from(std::os::fd::OwnedFd::from(
+        error_writer,
+    )));
+    let mut without_namespaces = None;
+    if spec.isolation != Isolation::LandlockOnly {
+        // Control groups are joined by the sandbox's first process before it does anything.
+        let join = |pid: libc::pid_t| {
+            for procs in &spec.cgroups {
+                std::fs::write(procs, pid.to_string())
+                    .map_err(|e| helper::Failure::io("cgroup", e, &procs.display().to_string()))?;
+            }
+            Ok(())
+        };
+        match helper::start_namespaced(spec, &mut channel, join) {
+            Ok(helper::Started::Init(init)) => {
+                drop(channel);
+                let _ = sys::forward_signals_to(init);
+                sys::kill_on_alarm(init, spec.limits.timeout).map_err(RunError::Spawn)?;
+                let outcome = finish(init, error_reader, true);
+                sys::disarm_alarm();
+                return outcome;
+            }
+            Ok(helper::Started::Unavailable(e)) if spec.isolation == Isolation::Namespaces => {
+                let f = helper::namespaces_unavailable(e);
+                return Err(RunError::Setup {
+                    code: f.0,
+                    step: f.1.to_string(),
+                    detail: f.2,
+                });
+            }
+            Ok(helper::Started::Unavailable(e)) => without_namespaces = Some(format!("clone: {e}")),
+            Err(f) => {
+                return Err(RunError::Setup {
+                    code: f.0,
+                    step: f.1.to_string(),
+                    detail: f.2,
+                });
+            }
+        }
+    }
+    let Some(channel) = channel else {
+        return Err(RunError::Spawn(std::io::Error::other("no channel")));
+    };
+    let parent = std::process::id() as i32;
+    let pid = match sys::fork().map_err(RunError::Spawn)? {
+        None => {
+            drop(error_reader);
+            helper::forked(spec.clone(), parent, channel, without_namespaces)
+        }
+        Some(pid) => pid,
+    };
+    drop(channel);
+    let _ = sys::forward_signals_to(pid);
+    finish(pid, error_reader, false)
+}
+
+/// Reads what the sandbox has to say and waits for `pid`, its outermost process. With
+/// `own_alarm`, this process enforces the timeout (see [`sys::kill_on_alarm`]); otherwise
+/// the helper does and says so.
+fn finish(
+    pid: libc::pid_t,
+    mut error_reader: std::io::PipeReader,
+    own_alarm: bool,
+) -> Result<RunOutcome, RunError> {
+    // Only the sandbox holds the channel's write end (the command's copy closes when it
+    // execs), so reading to the end first waits for it and never lets a full pipe stall it.
     let mut text = String::new();
     let _ = error_reader.read_to_string(&mut text);
     let ended = sys::wait(pid).map_err(RunError::Spawn)?;
+    let timed_out = own_alarm && sys::alarm_fired();
 
     let mut outcome = RunOutcome {
         code: ended.map_or(i32::from(exit::SETUP_FAILED), |(_, e)| e.code()),
@@ -164,6 +222,10 @@ pub fn run(spec: &SandboxSpec) -> Result<RunOutcome, RunError> {
         weaker: Vec::new(),
         restored: Vec::new(),
     };
+    if timed_out {
+        outcome.timed_out = true;
+        outcome.code = i32::from(exit::TIMEOUT);
+    }
     for message in text.lines().filter_map(Message::parse) {
         match message {
             Message::Error { code, step, detail } => {

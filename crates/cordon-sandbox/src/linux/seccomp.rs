@@ -2,7 +2,9 @@
 //!
 //! Built with seccompiler (pure-Rust BPF). Calls from another architecture's ABI (32-bit
 //! `int 0x80`) kill the process (seccompiler's architecture check); calls through the x32 ABI
-//! (the same syscall numbers with bit 30 set) are listed too, so they cannot go around a rule.
+//! (the same syscall numbers with bit 30 set) are all refused by a four-instruction filter of
+//! their own, so they cannot go around a rule and the main filter need not list them twice
+//! (a filter's length is what the kernel pays to load it, on every run).
 
 use std::collections::BTreeMap;
 
@@ -90,9 +92,43 @@ const NAMESPACE_FLAGS: &[u64] = &[
 ];
 
 /// The x32 ABI marks its syscall numbers with this bit.
-const X32_BIT: libc::c_long = 0x4000_0000;
-/// x32's own number for `ioctl` (its 64-bit number differs).
-const X32_IOCTL: libc::c_long = X32_BIT | 514;
+const X32_BIT: u32 = 0x4000_0000;
+
+/// Refuses every call made through the x32 ABI. Nothing a command runs needs it, and its
+/// numbering (with its own `ioctl`, say) would otherwise have to be mirrored rule by rule.
+fn x32_guard() -> BpfProgram {
+    use seccompiler::sock_filter;
+    const LOAD_NR: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JUMP_IF_SET: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    vec![
+        // seccomp_data.nr is at offset 0.
+        sock_filter {
+            code: LOAD_NR,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        sock_filter {
+            code: JUMP_IF_SET,
+            jt: 0,
+            jf: 1,
+            k: X32_BIT,
+        },
+        sock_filter {
+            code: RETURN,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        },
+        sock_filter {
+            code: RETURN,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        },
+    ]
+}
 
 fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
     SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
@@ -134,9 +170,7 @@ const HOST_IPC: &[libc::c_long] = &[
 pub fn build(allow_unix: bool, extra: Extra) -> Result<BpfProgram, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let mut add = |nr: libc::c_long, r: Vec<SeccompRule>| {
-        for n in [nr, nr | X32_BIT] {
-            rules.insert(n, r.clone());
-        }
+        rules.insert(nr, r);
     };
     for (nr, _why) in DENIED {
         add(*nr, Vec::new());
@@ -158,8 +192,7 @@ pub fn build(allow_unix: bool, extra: Extra) -> Result<BpfProgram, String> {
         .iter()
         .map(|&req| rule(vec![cond(1, SeccompCmpOp::Eq, req)?]))
         .collect::<Result<Vec<_>, _>>()?;
-    add(libc::SYS_ioctl, ioctl_rules.clone());
-    add(X32_IOCTL, ioctl_rules);
+    add(libc::SYS_ioctl, ioctl_rules);
     let socket_rules = if extra.only_local_sockets {
         // One rule whose conditions all hold: a family other than each allowed one.
         let mut allowed = vec![libc::AF_NETLINK as u64];
@@ -203,6 +236,10 @@ pub fn build(allow_unix: bool, extra: Extra) -> Result<BpfProgram, String> {
         .map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
+/// Installs the filter, and the x32 guard where there is an x32 ABI.
 pub fn apply(program: &BpfProgram) -> Result<(), String> {
+    if cfg!(target_arch = "x86_64") {
+        seccompiler::apply_filter(&x32_guard()).map_err(|e| e.to_string())?;
+    }
     seccompiler::apply_filter(program).map_err(|e| e.to_string())
 }

@@ -29,10 +29,31 @@ pub fn fork() -> io::Result<Option<libc::pid_t>> {
     Ok((pid != 0).then_some(pid))
 }
 
-pub fn unshare(flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: unshare takes no pointers; the helper is single-threaded, so no other thread can
-    // observe the namespace change half-way.
-    check(unsafe { libc::unshare(flags) }).map(drop)
+/// `clone()` into new namespaces, like `fork()`: `Ok(None)` in the child, `Ok(Some(pid))` in
+/// the parent. The child is the first process of any new PID namespace.
+///
+/// Only called from a single-threaded process. The raw system call skips libc's fork
+/// bookkeeping, so the child must not rely on libc's idea of its thread id (it uses none of
+/// the calls that do: no `raise`, no `pthread` locks with owners).
+pub fn clone_into_namespaces(flags: libc::c_int) -> io::Result<Option<libc::pid_t>> {
+    let flags = (flags | libc::SIGCHLD) as libc::c_ulong;
+    // SAFETY: with a null stack the child runs on a copy of the caller's stack, as after
+    // fork; the caller is single-threaded (see above), and the remaining pointer arguments
+    // are null, which clone accepts.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            0 as libc::c_ulong,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((ret != 0).then_some(ret as libc::pid_t))
 }
 
 pub fn mount(
@@ -431,6 +452,7 @@ extern "C" fn on_alarm(_signal: libc::c_int) {
 /// Kills `pid` with SIGKILL when SIGALRM arrives: after `after`, if given, or whenever
 /// something else raises SIGALRM (the parent's death, see [`die_with_parent`]).
 pub fn kill_on_alarm(pid: libc::pid_t, after: Option<std::time::Duration>) -> io::Result<()> {
+    ALARM_FIRED.store(false, std::sync::atomic::Ordering::Relaxed);
     ALARM_TARGET.store(pid, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: a zeroed sigaction is a valid value; the handler only does async-signal-safe
     // work, and the pointers are valid for the call.
@@ -461,6 +483,23 @@ pub fn kill_on_alarm(pid: libc::pid_t, after: Option<std::time::Duration>) -> io
     // SAFETY: `timer` is a valid itimerval that outlives the call; the old value is not
     // asked for.
     check(unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) }).map(drop)
+}
+
+/// Stops a pending alarm (the run ended before it).
+pub fn disarm_alarm() {
+    let off = libc::itimerval {
+        it_interval: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+        it_value: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+    };
+    // SAFETY: `off` is a valid itimerval that outlives the call.
+    unsafe { libc::setitimer(libc::ITIMER_REAL, &off, std::ptr::null_mut()) };
+    ALARM_TARGET.store(0, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Whether the alarm of [`kill_on_alarm`] went off.
