@@ -8,6 +8,7 @@
 mod protect;
 mod snapshot;
 mod spec;
+mod violations;
 
 #[cfg(target_os = "linux")]
 pub mod linux;
@@ -17,6 +18,7 @@ pub use protect::{
 };
 pub use snapshot::{Snapshot, SnapshotError};
 pub use spec::{Isolation, Limits, NetworkMode, SandboxSpec, filter_environment};
+pub use violations::{ErrorScanner, Violation};
 
 /// Exit statuses `cordon run` uses for its own failures, distinct from the usual command ones.
 pub mod exit {

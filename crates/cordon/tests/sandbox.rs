@@ -431,3 +431,45 @@ fn git_commit_works_in_a_linked_worktree_but_its_main_config_is_protected() {
         "a hook was planted in the main repository"
     );
 }
+
+#[test]
+fn what_the_sandbox_blocked_is_reported_exact_or_inferred() {
+    let Some(sb) = Sandbox::new() else { return };
+    let report = sb.outside.join("report.json");
+    // Outside /tmp, which is the sandbox's own: the read-only host root answers there.
+    let target = Path::new("/etc").join(format!("cordon-report-{}", std::process::id()));
+    let o = sb.run(&[
+        "--report",
+        report.to_str().expect("utf-8"),
+        "-c",
+        &format!("echo x > .bashrc; touch {}; exit 1", q(&target)),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("touch: cannot touch"),
+        "the command's own errors still come through: {err}"
+    );
+    assert!(err.contains("---- blocked by the sandbox ----"), "{err}");
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report written")).expect("JSON");
+    let blocked = r["blocked"].as_array().expect("a list");
+    let exact = blocked
+        .iter()
+        .find(|b| b["path"].as_str().is_some_and(|p| p.ends_with("/.bashrc")))
+        .unwrap_or_else(|| panic!("no .bashrc entry: {r}"));
+    assert_eq!(exact["exact"], true, "{r}");
+    assert_eq!(exact["action"], "removed", "{r}");
+    let inferred = blocked
+        .iter()
+        .find(|b| b["path"].as_str() == target.to_str())
+        .unwrap_or_else(|| panic!("the blocked write is not reported: {r}"));
+    assert_eq!(inferred["exact"], false, "{r}");
+    assert_eq!(inferred["operation"], "write", "{r}");
+    assert!(
+        inferred["evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("Read-only file system")),
+        "{r}"
+    );
+}

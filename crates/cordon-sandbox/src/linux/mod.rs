@@ -24,7 +24,7 @@ use std::process::Command;
 pub use helper::helper_main;
 
 use crate::exit;
-use crate::{Isolation, SandboxSpec};
+use crate::{ErrorScanner, Isolation, SandboxSpec, Violation};
 
 /// The hidden first argument that turns the `cordon` binary into the sandbox helper.
 pub const HELPER_ARG: &str = "__cordon-sandbox-helper";
@@ -67,6 +67,9 @@ pub struct RunOutcome {
     /// Read-only paths the command changed that were put back after the run (only where they
     /// could not be made read-only during it).
     pub restored: Vec<PathBuf>,
+    /// What the command's error output says the sandbox blocked (empty where that output
+    /// went to a terminal).
+    pub inferred: Vec<Violation>,
 }
 
 /// One line from the helper.
@@ -126,21 +129,68 @@ fn single_threaded() -> bool {
 /// Both paths run the same setup. The helper enforces the timeout itself, so the caller needs
 /// no thread of its own.
 pub fn run(spec: &SandboxSpec) -> Result<RunOutcome, RunError> {
+    let tap = ErrorTap::new();
     if single_threaded() && std::env::var_os("CORDON_SANDBOX_REEXEC").is_none() {
-        run_from_here(spec)
+        run_from_here(spec, tap)
     } else {
         let (error_reader, error_writer) = std::io::pipe().map_err(RunError::Spawn)?;
-        let pid = spawn_helper(spec, &error_writer)?;
+        let pid = spawn_helper(spec, &error_writer, tap.as_ref())?;
         drop(error_writer);
         let _ = sys::forward_signals_to(pid);
-        finish(pid, error_reader, false)
+        finish(spec, pid, error_reader, tap, false)
+    }
+}
+
+/// The command's error output passing through cordon on its way out, so that what the sandbox
+/// blocked can be inferred from it (see [`ErrorScanner`]). Only where someone reads it later:
+/// a terminal's reader sees the errors as they come, and `/dev/null` has no reader.
+struct ErrorTap {
+    reader: std::io::PipeReader,
+    writer: std::io::PipeWriter,
+    /// Standard output goes to the same place; it is passed through the tap too, so the two
+    /// keep their order.
+    merged: bool,
+}
+
+impl ErrorTap {
+    fn new() -> Option<Self> {
+        if sys::is_terminal_or_null(2) {
+            return None;
+        }
+        let (reader, writer) = std::io::pipe().ok()?;
+        Some(ErrorTap {
+            reader,
+            writer,
+            merged: sys::same_file(1, 2),
+        })
+    }
+
+    /// Runs `start` with this process's error output (and standard output, when merged)
+    /// pointed at the tap, so that the processes it starts inherit that, then puts them back.
+    fn around<T>(&self, start: impl FnOnce() -> T) -> std::io::Result<T> {
+        let saved_err = sys::dup(2)?;
+        let saved_out = if self.merged {
+            Some(sys::dup(1)?)
+        } else {
+            None
+        };
+        sys::dup2(self.writer.as_raw_fd(), 2)?;
+        if self.merged {
+            sys::dup2(self.writer.as_raw_fd(), 1)?;
+        }
+        let result = start();
+        sys::dup2(saved_err.as_raw_fd(), 2)?;
+        if let Some(out) = saved_out {
+            sys::dup2(out.as_raw_fd(), 1)?;
+        }
+        Ok(result)
     }
 }
 
 /// The path for a single-threaded caller: the sandbox's first process is its own child, made
 /// with one `clone` (CORDON_SANDBOX_REEXEC forces the other path, so tests cover both).
 /// Where namespaces are unavailable a forked helper supervises the command instead.
-fn run_from_here(spec: &SandboxSpec) -> Result<RunOutcome, RunError> {
+fn run_from_here(spec: &SandboxSpec, tap: Option<ErrorTap>) -> Result<RunOutcome, RunError> {
     let (error_reader, error_writer) = std::io::pipe().map_err(RunError::Spawn)?;
     // Unflushed output would be written twice, once by each process.
     let _ = std::io::stdout().flush();
@@ -158,61 +208,114 @@ fn run_from_here(spec: &SandboxSpec) -> Result<RunOutcome, RunError> {
             }
             Ok(())
         };
-        match helper::start_namespaced(spec, &mut channel, join) {
-            Ok(helper::Started::Init(init)) => {
-                drop(channel);
-                let _ = sys::forward_signals_to(init);
-                sys::kill_on_alarm(init, spec.limits.timeout).map_err(RunError::Spawn)?;
-                let outcome = finish(init, error_reader, true);
-                sys::disarm_alarm();
-                return outcome;
+        let started = tapped(&tap, || {
+            match helper::start_namespaced(spec, &mut channel, join) {
+                Ok(helper::Started::Init(init)) => Ok(Some(init)),
+                Ok(helper::Started::Unavailable(e)) if spec.isolation == Isolation::Namespaces => {
+                    Err(setup_error(helper::namespaces_unavailable(e)))
+                }
+                Ok(helper::Started::Unavailable(e)) => {
+                    without_namespaces = Some(format!("clone: {e}"));
+                    Ok(None)
+                }
+                Err(f) => Err(setup_error(f)),
             }
-            Ok(helper::Started::Unavailable(e)) if spec.isolation == Isolation::Namespaces => {
-                let f = helper::namespaces_unavailable(e);
-                return Err(RunError::Setup {
-                    code: f.0,
-                    step: f.1.to_string(),
-                    detail: f.2,
-                });
-            }
-            Ok(helper::Started::Unavailable(e)) => without_namespaces = Some(format!("clone: {e}")),
-            Err(f) => {
-                return Err(RunError::Setup {
-                    code: f.0,
-                    step: f.1.to_string(),
-                    detail: f.2,
-                });
-            }
+        })?;
+        if let Some(init) = started {
+            drop(channel);
+            let _ = sys::forward_signals_to(init);
+            sys::kill_on_alarm(init, spec.limits.timeout).map_err(RunError::Spawn)?;
+            let outcome = finish(spec, init, error_reader, tap, true);
+            sys::disarm_alarm();
+            return outcome;
         }
     }
     let Some(channel) = channel else {
         return Err(RunError::Spawn(std::io::Error::other("no channel")));
     };
     let parent = std::process::id() as i32;
-    let pid = match sys::fork().map_err(RunError::Spawn)? {
-        None => {
-            drop(error_reader);
-            helper::forked(spec.clone(), parent, channel, without_namespaces)
-        }
-        Some(pid) => pid,
-    };
-    drop(channel);
+    let pid = tapped(&tap, || match sys::fork().map_err(RunError::Spawn)? {
+        None => helper::forked(spec.clone(), parent, channel, without_namespaces),
+        Some(pid) => Ok(pid),
+    })?;
     let _ = sys::forward_signals_to(pid);
-    finish(pid, error_reader, false)
+    finish(spec, pid, error_reader, tap, false)
 }
 
-/// Reads what the sandbox has to say and waits for `pid`, its outermost process. With
-/// `own_alarm`, this process enforces the timeout (see [`sys::kill_on_alarm`]); otherwise
-/// the helper does and says so.
+/// Runs `start` with the tap in place, if there is one.
+fn tapped<T>(
+    tap: &Option<ErrorTap>,
+    start: impl FnOnce() -> Result<T, RunError>,
+) -> Result<T, RunError> {
+    match tap {
+        Some(t) => t.around(start).map_err(RunError::Spawn)?,
+        None => start(),
+    }
+}
+
+fn setup_error(f: helper::Failure) -> RunError {
+    RunError::Setup {
+        code: f.0,
+        step: f.1.to_string(),
+        detail: f.2,
+    }
+}
+
+/// Passes on the command's error output (when tapped) and reads what the sandbox has to say,
+/// until both end, then waits for `pid`, the sandbox's outermost process. With `own_alarm`,
+/// this process enforces the timeout (see [`sys::kill_on_alarm`]); otherwise the helper does
+/// and says so.
 fn finish(
+    spec: &SandboxSpec,
     pid: libc::pid_t,
     mut error_reader: std::io::PipeReader,
+    tap: Option<ErrorTap>,
     own_alarm: bool,
 ) -> Result<RunOutcome, RunError> {
-    // Only the sandbox holds the channel's write end (the command's copy closes when it
-    // execs), so reading to the end first waits for it and never lets a full pipe stall it.
+    // Only the sandbox holds the write ends now (the command's copy of the channel closes
+    // when it execs), so both reach their end when it is over.
     let mut text = String::new();
-    let _ = error_reader.read_to_string(&mut text);
+    let mut scanner = ErrorScanner::new(spec);
+    match tap {
+        None => {
+            let _ = error_reader.read_to_string(&mut text);
+        }
+        Some(ErrorTap {
+            mut reader, writer, ..
+        }) => {
+            drop(writer);
+            let mut raw = Vec::new();
+            let mut open = [true, true];
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut out = std::io::stderr();
+            while open.iter().any(|&o| o) {
+                let fds: Vec<libc::c_int> = [error_reader.as_raw_fd(), reader.as_raw_fd()]
+                    .into_iter()
+                    .zip(open)
+                    .map(|(fd, o)| if o { fd } else { -1 })
+                    .collect();
+                let ready = sys::poll_readable(&fds).map_err(RunError::Spawn)?;
+                if ready[0] && open[0] {
+                    match error_reader.read(&mut buf) {
+                        Ok(0) | Err(_) => open[0] = false,
+                        Ok(n) => raw.extend_from_slice(&buf[..n]),
+                    }
+                }
+                if ready[1] && open[1] {
+                    match reader.read(&mut buf) {
+                        Ok(0) | Err(_) => open[1] = false,
+                        Ok(n) => {
+                            // A reader that went away must not stop the command: keep
+                            // draining.
+                            let _ = out.write_all(&buf[..n]);
+                            scanner.feed(&buf[..n]);
+                        }
+                    }
+                }
+            }
+            text = String::from_utf8_lossy(&raw).into_owned();
+        }
+    }
     let ended = sys::wait(pid).map_err(RunError::Spawn)?;
     let timed_out = own_alarm && sys::alarm_fired();
 
@@ -221,6 +324,7 @@ fn finish(
         timed_out: false,
         weaker: Vec::new(),
         restored: Vec::new(),
+        inferred: scanner.finish(),
     };
     if timed_out {
         outcome.timed_out = true;
@@ -243,7 +347,11 @@ fn finish(
 }
 
 /// Starts `/proc/self/exe` as the helper with the spec on fd 3 and `error_writer` on fd 4.
-fn spawn_helper(spec: &SandboxSpec, error_writer: &std::io::PipeWriter) -> Result<i32, RunError> {
+fn spawn_helper(
+    spec: &SandboxSpec,
+    error_writer: &std::io::PipeWriter,
+    tap: Option<&ErrorTap>,
+) -> Result<i32, RunError> {
     let payload =
         serde_json::to_vec(spec).map_err(|e| RunError::Spawn(std::io::Error::other(e)))?;
     let (spec_reader, mut spec_writer) = std::io::pipe().map_err(RunError::Spawn)?;
@@ -251,6 +359,13 @@ fn spawn_helper(spec: &SandboxSpec, error_writer: &std::io::PipeWriter) -> Resul
     cmd.arg(HELPER_ARG).arg(std::process::id().to_string());
     sys::install_fd(&mut cmd, spec_reader.as_raw_fd(), SPEC_FD);
     sys::install_fd(&mut cmd, error_writer.as_raw_fd(), ERROR_FD);
+    if let Some(tap) = tap {
+        let to_tap = || tap.writer.try_clone().map(std::process::Stdio::from);
+        cmd.stderr(to_tap().map_err(RunError::Spawn)?);
+        if tap.merged {
+            cmd.stdout(to_tap().map_err(RunError::Spawn)?);
+        }
+    }
     let child = cmd.spawn().map_err(RunError::Spawn)?;
     drop(spec_reader);
     // A helper that died before reading its spec reports itself through its exit status.

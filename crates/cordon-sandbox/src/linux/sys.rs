@@ -530,3 +530,65 @@ pub fn children() -> Vec<libc::pid_t> {
         })
         .collect()
 }
+
+/// `dup()`: a second descriptor for the same open file, close-on-exec.
+pub fn dup(fd: libc::c_int) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_DUPFD_CLOEXEC takes integer arguments only.
+    let new = check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) })?;
+    // SAFETY: `new` was just opened by this call and is owned by nothing else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(new) })
+}
+
+/// `dup2()`: makes `target` refer to what `fd` refers to (without close-on-exec).
+pub fn dup2(fd: libc::c_int, target: libc::c_int) -> io::Result<()> {
+    // SAFETY: dup2 takes integer arguments only; replacing `target` is the point.
+    check(unsafe { libc::dup2(fd, target) }).map(drop)
+}
+
+/// Whether two descriptors lead to the same file (stdout and stderr into one pipe, say).
+pub fn same_file(a: libc::c_int, b: libc::c_int) -> bool {
+    let stat = |fd| {
+        // SAFETY: a zeroed stat is a valid out-value, and fstat writes at most that struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is a valid out-pointer for the call.
+        (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+    };
+    matches!((stat(a), stat(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// Whether `fd` is a terminal or `/dev/null`: output nobody reads through a pipe.
+pub fn is_terminal_or_null(fd: libc::c_int) -> bool {
+    // SAFETY: isatty takes an integer only.
+    if unsafe { libc::isatty(fd) } == 1 {
+        return true;
+    }
+    // SAFETY: as in `same_file`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid out-pointer for the call.
+    let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
+    ok && (st.st_mode & libc::S_IFMT) == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3)
+}
+
+/// Waits until one of `fds` can be read (or has hung up); returns which can.
+pub fn poll_readable(fds: &[libc::c_int]) -> io::Result<Vec<bool>> {
+    let mut polled: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        // SAFETY: `polled` is a valid array of that many pollfd structs for the call.
+        let ret = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, -1) };
+        if ret >= 0 {
+            return Ok(polled.iter().map(|p| p.revents != 0).collect());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}

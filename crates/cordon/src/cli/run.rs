@@ -1,6 +1,6 @@
 //! `cordon run`: a command in the sandbox.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -8,8 +8,8 @@ use clap::{Args, ValueEnum};
 use cordon_sandbox::linux::cgroups::RunCgroups;
 use cordon_sandbox::linux::run as run_sandboxed;
 use cordon_sandbox::{
-    Isolation, Limits, NetworkMode, RunGuard, SandboxSpec, existing_protected, filter_environment,
-    linked_worktree_writable,
+    Isolation, Limits, NetworkMode, RunGuard, SandboxSpec, Violation, existing_protected,
+    filter_environment, linked_worktree_writable,
 };
 
 use super::paths::{Flag, resolve_all};
@@ -200,9 +200,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let guard = RunGuard::before(&spec.cwd, &spec.writable);
     let result = run_sandboxed(&spec);
     let undone = guard.undo();
-    let (weaker, restored) = match &result {
-        Ok(o) => (o.weaker.as_slice(), o.restored.as_slice()),
-        Err(_) => (&[][..], &[][..]),
+    let (weaker, restored, inferred) = match &result {
+        Ok(o) => (
+            o.weaker.as_slice(),
+            o.restored.as_slice(),
+            o.inferred.as_slice(),
+        ),
+        Err(_) => (&[][..], &[][..], &[][..]),
     };
     if !weaker.is_empty() {
         eprintln!("cordon: warning: this run is confined less strictly than asked:");
@@ -210,16 +214,30 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             eprintln!("cordon:   - {w}");
         }
     }
-    if !undone.is_empty() || !restored.is_empty() {
-        eprintln!("cordon: ---- blocked by the sandbox (exact) ----");
-        for u in &undone {
-            eprintln!("cordon: removed {}: {}", u.path.display(), u.why);
-        }
-        for p in restored {
-            eprintln!(
-                "cordon: restored {}: a read-only path the command changed",
-                p.display()
-            );
+    // What the sandbox blocked, for an agent to tell its model why a command failed: what
+    // cordon saw itself first, then what the command's errors point to.
+    let exact = |path: &Path, operation, rule: &str, action| Violation {
+        path: Some(path.to_path_buf()),
+        operation,
+        rule: rule.to_string(),
+        exact: true,
+        action: Some(action),
+        evidence: None,
+    };
+    let blocked: Vec<Violation> = undone
+        .iter()
+        .map(|u| exact(&u.path, "create", u.why, "removed"))
+        .chain(
+            restored
+                .iter()
+                .map(|p| exact(p, "write", "read-only inside a writable place", "restored")),
+        )
+        .chain(inferred.iter().cloned())
+        .collect();
+    if !blocked.is_empty() {
+        eprintln!("cordon: ---- blocked by the sandbox ----");
+        for v in &blocked {
+            eprintln!("cordon: {}", v.describe());
         }
         eprintln!("cordon: ----");
     }
@@ -240,15 +258,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         }
     };
     if let Some(path) = &args.report {
-        // What the sandbox blocked, for an agent to tell its model why a command failed. Only
-        // what cordon saw itself is listed, so every entry is exact.
-        let removed = undone.iter().map(|u| {
-            serde_json::json!({ "path": u.path, "operation": "create", "rule": u.why, "action": "removed", "exact": true })
-        });
-        let put_back = restored.iter().map(|p| {
-            serde_json::json!({ "path": p, "operation": "write", "rule": "read-only path", "action": "restored", "exact": true })
-        });
-        let blocked: Vec<serde_json::Value> = removed.chain(put_back).collect();
         let report = serde_json::json!({
             "exit_code": code,
             "timed_out": timed_out,

@@ -1,0 +1,282 @@
+//! What the sandbox blocked, for an agent to tell its model why a command failed.
+//!
+//! Some of it cordon knows exactly (a protected file it removed or put back). The rest it
+//! infers from the command's error output: a line saying "Read-only file system" or
+//! "Permission denied" about a path the sandbox keeps from the command is most likely the
+//! sandbox's doing, and the spec says which rule did it. Inferred entries say so.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::SandboxSpec;
+
+/// One thing the sandbox blocked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// The path involved, when there is one.
+    pub path: Option<PathBuf>,
+    /// What was tried: `write`, `read`, `create`, `system call`.
+    pub operation: &'static str,
+    /// The rule that stopped it, in words.
+    pub rule: String,
+    /// Seen by cordon itself (true) or inferred from the command's output (false).
+    pub exact: bool,
+    /// What cordon did about it after the run: `removed`, `restored`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<&'static str>,
+    /// The line of output an inferred entry comes from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+}
+
+/// Most inferred entries kept per run; a command that fails the same way in a loop should
+/// not flood the report.
+const MAX_INFERRED: usize = 20;
+/// Longest line looked at; the rest of a longer line is not.
+const MAX_LINE: usize = 4096;
+
+/// Reads the command's error output as it passes and infers violations from it.
+#[derive(Debug)]
+pub struct ErrorScanner<'a> {
+    spec: &'a SandboxSpec,
+    line: Vec<u8>,
+    found: Vec<Violation>,
+}
+
+impl Violation {
+    /// One line for people: what, where, how cordon knows, and the rule.
+    pub fn describe(&self) -> String {
+        let path = self
+            .path
+            .as_ref()
+            .map(|p| format!(" {}", p.display()))
+            .unwrap_or_default();
+        let how = match (self.exact, self.action) {
+            (true, Some(action)) => format!("exact, {action}"),
+            (true, None) => "exact".to_string(),
+            (false, _) => "inferred from the command's errors".to_string(),
+        };
+        format!("{}{path} ({how}): {}", self.operation, self.rule)
+    }
+}
+
+impl<'a> ErrorScanner<'a> {
+    pub fn new(spec: &'a SandboxSpec) -> Self {
+        ErrorScanner {
+            spec,
+            line: Vec::new(),
+            found: Vec::new(),
+        }
+    }
+
+    pub fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if b == b'\n' {
+                self.end_line();
+            } else if self.line.len() < MAX_LINE {
+                self.line.push(b);
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> Vec<Violation> {
+        self.end_line();
+        self.found
+    }
+
+    fn end_line(&mut self) {
+        if self.found.len() < MAX_INFERRED {
+            let line = String::from_utf8_lossy(&self.line);
+            if let Some(v) = infer(&line, self.spec)
+                && !self
+                    .found
+                    .iter()
+                    .any(|f| f.path == v.path && f.operation == v.operation)
+            {
+                self.found.push(v);
+            }
+        }
+        self.line.clear();
+    }
+}
+
+/// What a line of error output says the sandbox blocked, if anything.
+pub fn infer(line: &str, spec: &SandboxSpec) -> Option<Violation> {
+    let lower = line.to_ascii_lowercase();
+    let says = |i: usize| lower.contains(REFUSALS[i]) || lower.contains(REFUSALS[i + 1]);
+    let (read_only, denied, not_permitted) = (says(0), says(2), says(4));
+    if !(read_only || denied || not_permitted) {
+        return None;
+    }
+    let path = path_in(line).map(|p| spec.cwd.join(p));
+    let evidence = Some(line.trim().chars().take(300).collect());
+    let under = |p: &Path, roots: &[PathBuf]| roots.iter().any(|r| p.starts_with(r));
+    let writable =
+        |p: &Path| p.starts_with(&spec.cwd) || under(p, &spec.writable) || p.starts_with("/tmp");
+    let (operation, rule) = match &path {
+        Some(p) if under(p, &spec.hidden) && !under(p, &spec.reopened) => {
+            ("read", "--deny-read hides it".to_string())
+        }
+        Some(p) if under(p, &spec.read_only) => (
+            "write",
+            "read-only inside a writable place (a protected file, or --deny-write)".to_string(),
+        ),
+        Some(p) if (read_only || denied) && !writable(p) => (
+            "write",
+            "outside the writable places (the working directory, TMPDIR, --allow-write)"
+                .to_string(),
+        ),
+        // A refusal inside a writable place is the file's own permissions, not the sandbox.
+        Some(_) => return None,
+        None if not_permitted => (
+            "system call",
+            "refused by the system-call filter, or needs a privilege the sandbox drops".to_string(),
+        ),
+        None => return None,
+    };
+    Some(Violation {
+        path,
+        operation,
+        rule,
+        exact: false,
+        action: None,
+        evidence,
+    })
+}
+
+/// Phrases that say the kernel refused, as tools print them.
+const REFUSALS: [&str; 6] = [
+    "read-only file system",
+    "erofs",
+    "permission denied",
+    "eacces",
+    "operation not permitted",
+    "eperm",
+];
+
+/// The path an error line is about: the first quoted text that looks like a path, else the
+/// word just before the refusal (`cannot create .bashrc: Read-only file system`).
+fn path_in(line: &str) -> Option<PathBuf> {
+    let looks_like_path = |s: &str| {
+        !s.is_empty()
+            && (s.contains('/') || s.starts_with('.') || s.starts_with('~'))
+            && !s.contains("://")
+    };
+    for quote in ['\'', '"', '`'] {
+        let mut parts = line.split(quote);
+        parts.next();
+        while let (Some(inside), Some(_)) = (parts.next(), parts.next()) {
+            if looks_like_path(inside) {
+                return Some(PathBuf::from(inside));
+            }
+        }
+    }
+    let lower = line.to_ascii_lowercase();
+    let at = REFUSALS.iter().filter_map(|r| lower.find(r)).min()?;
+    let before = line[..at].trim_end().trim_end_matches(':');
+    let word = before.rsplit(char::is_whitespace).next()?;
+    looks_like_path(word).then(|| PathBuf::from(word))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> SandboxSpec {
+        SandboxSpec {
+            argv: vec!["true".into()],
+            cwd: "/w".into(),
+            env: Vec::new(),
+            writable: vec!["/cache".into()],
+            read_only: vec!["/w/.git/config".into(), "/w/.bashrc".into()],
+            network: crate::NetworkMode::None,
+            hidden: vec!["/home/u/.ssh".into()],
+            reopened: Vec::new(),
+            limits: crate::Limits::default(),
+            cgroups: Vec::new(),
+            unix_sockets: Vec::new(),
+            isolation: crate::Isolation::Auto,
+        }
+    }
+
+    fn inferred(line: &str) -> Option<(Option<PathBuf>, &'static str)> {
+        infer(line, &spec()).map(|v| (v.path, v.operation))
+    }
+
+    #[test]
+    fn what_common_tools_print_is_understood() {
+        let cases = [
+            (
+                "touch: cannot touch '/etc/x': Read-only file system",
+                Some("/etc/x"),
+                "write",
+            ),
+            (
+                "/bin/sh: 1: cannot create /usr/x: Read-only file system",
+                Some("/usr/x"),
+                "write",
+            ),
+            (
+                "/bin/sh: 1: cannot create .bashrc: Read-only file system",
+                Some("/w/.bashrc"),
+                "write",
+            ),
+            (
+                "PermissionError: [Errno 13] Permission denied: '/home/u/.ssh/id_rsa'",
+                Some("/home/u/.ssh/id_rsa"),
+                "read",
+            ),
+            (
+                "Error: EROFS: read-only file system, open '/home/u/.npmrc'",
+                Some("/home/u/.npmrc"),
+                "write",
+            ),
+            (
+                "error: could not lock config file .git/config: Read-only file system",
+                Some("/w/.git/config"),
+                "write",
+            ),
+            (
+                "unshare: unshare failed: Operation not permitted",
+                None,
+                "system call",
+            ),
+        ];
+        for (line, path, op) in cases {
+            assert_eq!(
+                inferred(line),
+                Some((path.map(PathBuf::from), op)),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_is_not_the_sandbox_is_left_alone() {
+        for line in [
+            "cat: ./mine.txt: Permission denied",
+            "cat: mine.txt: Permission denied",
+            "error: build failed",
+            "warning: /tmp/x: Permission denied",
+            "cannot open /cache/a: Permission denied",
+        ] {
+            assert_eq!(inferred(line), None, "{line}");
+        }
+    }
+
+    #[test]
+    fn the_scanner_splits_lines_dedups_and_caps() {
+        let s = spec();
+        let mut scanner = ErrorScanner::new(&s);
+        scanner.feed(b"touch: cannot touch '/etc/a': Read-only ");
+        scanner.feed(b"file system\ntouch: cannot touch '/etc/a': Read-only file system\n");
+        for i in 0..100 {
+            scanner.feed(format!("cannot create /usr/{i}: Read-only file system\n").as_bytes());
+        }
+        let found = scanner.finish();
+        assert_eq!(found[0].path.as_deref(), Some(Path::new("/etc/a")));
+        assert_eq!(found.len(), MAX_INFERRED);
+        assert!(found.iter().all(|v| !v.exact));
+    }
+}
