@@ -473,3 +473,28 @@ fn what_the_sandbox_blocked_is_reported_exact_or_inferred() {
         "{r}"
     );
 }
+
+#[test]
+fn a_cpu_share_holds_for_root_and_is_reported_missing_otherwise() {
+    let Some(sb) = Sandbox::new() else { return };
+    // Busy for one second of wall time; report the CPU time that bought.
+    let burn = "import time\nend = time.time() + 1\nwhile time.time() < end: pass\nprint(time.process_time())";
+    let o = sb.run(&["--cpus", "0.2", "--", "python3", "-c", burn]);
+    let root = std::fs::read_to_string("/proc/self/status")
+        .expect("status")
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    if root {
+        let cpu: f64 = stdout(&o)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no CPU time printed: {}{}", stdout(&o), stderr(&o)));
+        assert!(cpu < 0.6, "{cpu} s of CPU in 1 s with --cpus 0.2");
+    } else {
+        assert!(
+            stderr(&o).contains("--cpus is not enforced"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
