@@ -9,12 +9,15 @@
 # optional and only measured here, never project dependencies:
 #   npm install -g @anthropic-ai/sandbox-runtime @openai/codex
 #   apt-get install ripgrep socat     # srt refuses to start without them
-# CORDON=/path/to/cordon times that binary instead of building one; RUNS sets hyperfine's run
-# count and further arguments go to hyperfine. Results go in docs/BENCHMARKS.md.
+# CORDON=/path/to/cordon times that binary instead of building one; CORDON_STATIC=/path times a
+# statically linked build beside it (see docs/BENCHMARKS.md for the command that makes one); RUNS
+# sets hyperfine's run count and further arguments go to hyperfine. Results go in
+# docs/BENCHMARKS.md.
 set -euo pipefail
 
+# Both made absolute before the cd below, so paths given relative to the caller still work.
+static_build="${CORDON_STATIC:+$(realpath "$CORDON_STATIC")}"
 if [[ -n "${CORDON:-}" ]]; then
-  # Made absolute before the cd below, so a path given relative to the caller still works.
   [[ -x "$CORDON" ]] || { echo "CORDON=$CORDON is not an executable file" >&2; exit 1; }
   cordon="$(realpath "$CORDON")"
   cd "$(dirname "$0")/.."
@@ -41,6 +44,9 @@ names=() prefixes=() skipped=()
 add() { names+=("$1"); prefixes+=("$2"); }
 
 add "cordon run -- true" "$cordon run --"
+if [[ -n "$static_build" ]]; then
+  add "cordon run -- true (static build)" "$static_build run --"
+fi
 add "bwrap --unshare-all (ro root, dev, proc, tmp, workdir)" \
   "bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind $work $work --chdir $work"
 

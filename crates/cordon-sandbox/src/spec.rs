@@ -72,6 +72,10 @@ pub struct SandboxSpec {
 pub struct Limits {
     /// Processes (and threads) at once. Stops fork bombs.
     pub max_processes: Option<u64>,
+    /// The highest process id the sandbox's PID namespace may hand out (Linux 6.14+ keeps one
+    /// per namespace), which bounds its processes without a control group. At least 301.
+    #[serde(default)]
+    pub pid_max: Option<u64>,
     /// Bytes of memory.
     pub memory_bytes: Option<u64>,
     /// Seconds of CPU time each process may use.

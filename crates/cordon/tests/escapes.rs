@@ -806,6 +806,24 @@ fn attempts() -> Vec<Attempt> {
                 _ => Err(format!("no process limit: {}{}", stdout(&o), stderr(&o))),
             }
         }),
+        attempt("fork bomb under the default process limit", |sb| {
+            let o = sb.run(&[
+                "--timeout",
+                "60",
+                "--",
+                "python3",
+                "-c",
+                "import os, signal\nmade = 0\ntry:\n    while made < 10000:\n        if os.fork() == 0:\n            signal.pause()\n            os._exit(0)\n        made += 1\n    print('all', made)\nexcept OSError:\n    print('stopped at', made)",
+            ]);
+            let made: Option<u32> = stdout(&o)
+                .trim()
+                .strip_prefix("stopped at ")
+                .and_then(|n| n.parse().ok());
+            match made {
+                Some(n) if n <= 4096 => Ok(()),
+                _ => Err(format!("no default limit: {}{}", stdout(&o), stderr(&o))),
+            }
+        }),
         attempt("memory bomb", |sb| {
             let o = sb.run(&[
                 "--memory",

@@ -93,6 +93,17 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
             ],
         );
     }
+    let pids_group = spec
+        .cgroups
+        .iter()
+        .any(|p| p.starts_with("/sys/fs/cgroup/pids"));
+    if sys::ids().0 == 0 && spec.limits.max_processes.is_some() && !pids_group {
+        tell(
+            channel,
+            "weaker",
+            &["the process limit does not bind root without a PID namespace or a pids cgroup"],
+        );
+    }
     if spec.network == NetworkMode::None {
         tell(
             channel,

@@ -1,12 +1,12 @@
-//! The sandbox helper: a fresh, single-threaded copy of cordon that builds the sandbox and
-//! becomes its first process.
+//! Building the sandbox: its first process and the command's last steps.
 //!
-//! Order: die with the parent → new user, mount, PID, IPC, UTS (and network) namespaces →
-//! map our own uid/gid → fork the namespace's PID 1, which builds the mount view (read-only
-//! root, private /tmp and /dev, fresh /proc, writable binds, read-only paths inside them) and
-//! pivots into it → PID 1 forks the command, which drops every capability, sets
-//! `no_new_privs`, restricts itself with Landlock and execs. PID 1 stays to reap and to pass
-//! the command's status back.
+//! Order: one `clone` into new user, mount, PID, IPC, UTS (and network) namespaces makes PID 1
+//! (from `cordon run` itself, or from a fresh single-threaded copy of cordon, the helper, when
+//! the caller has threads) → PID 1 maps its own uid/gid, builds the mount view (read-only root,
+//! private /tmp and /dev, fresh /proc, writable binds, read-only paths inside them), pivots
+//! into it and forks the command → the command drops every capability, sets `no_new_privs`,
+//! restricts itself with Landlock and seccomp, and execs. PID 1 stays to reap and to pass the
+//! command's status back. Without namespaces the helper runs `fallback.rs` instead.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -384,6 +384,12 @@ fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), 
         ),
         &proc_,
     )?;
+    if let Some(n) = spec.limits.pid_max {
+        // This namespace's own limit; the kernel refuses less than 301.
+        let knob = proc_.join("sys/kernel/pid_max");
+        std::fs::write(&knob, n.max(301).to_string())
+            .map_err(|e| Failure::io("limit processes", e, "pid_max of the PID namespace"))?;
+    }
     // Kernel settings and triggers under /proc answer to uid 0 rather than to a capability,
     // and uid 0 inside maps to the host's root when cordon runs as root: make them read-only.
     for knob in ["sys", "sysrq-trigger", "irq", "bus"] {

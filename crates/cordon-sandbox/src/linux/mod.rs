@@ -1,10 +1,12 @@
 //! The Linux backend: namespaces, a read-only mount view with writable binds, no capabilities,
-//! `no_new_privs`, and Landlock as a second wall.
+//! `no_new_privs`, Landlock as a second wall and seccomp; Landlock and seccomp alone where
+//! user namespaces are unavailable.
 //!
 //! The process that asks for a run may be multi-threaded (an agent host, a proxy), and forking
 //! such a process is unsafe. So it starts a fresh copy of itself (`/proc/self/exe` with
 //! [`HELPER_ARG`]) and hands it the spec on fd 3; that copy is single-threaded and does the
-//! setup (see `helper.rs`). What the helper has to say comes back on fd 4, one message per
+//! setup (see `helper.rs`). A single-threaded caller (`cordon run`) skips that copy and makes
+//! the sandbox's first process itself. What the helper has to say comes back on fd 4, one message per
 //! line (see [`Message`]): a setup failure, what is weaker than asked, what was put back, a
 //! timeout.
 
@@ -105,6 +107,12 @@ impl Message {
             _ => None,
         }
     }
+}
+
+/// Whether each PID namespace has its own `pid_max` (Linux 6.14+), so that
+/// [`crate::Limits::pid_max`] can bound a sandbox's processes.
+pub fn pid_max_per_namespace() -> bool {
+    sys::kernel_at_least(6, 14)
 }
 
 /// Whether cordon runs as root (limits then need control groups).

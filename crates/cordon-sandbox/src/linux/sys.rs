@@ -592,3 +592,24 @@ pub fn poll_readable(fds: &[libc::c_int]) -> io::Result<Vec<bool>> {
         }
     }
 }
+
+/// Whether the running kernel is at least `major.minor`.
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    // SAFETY: a zeroed utsname is a valid out-value, and uname fills at most that struct.
+    let mut name: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `name` is a valid out-pointer for the call.
+    if unsafe { libc::uname(&mut name) } != 0 {
+        return false;
+    }
+    let release: String = name
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8 as char)
+        .collect();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    found >= (major, minor)
+}

@@ -50,9 +50,10 @@ pub struct RunArgs {
     /// Pass this variable even though it looks like a secret (repeatable).
     #[arg(long = "keep-env", value_name = "NAME")]
     keep_env: Vec<String>,
-    /// Most processes (and threads) the command may have at once; stops fork bombs.
-    #[arg(long, value_name = "N", default_value_t = 4096)]
-    max_processes: u64,
+    /// Most processes (and threads) the command may have at once; stops fork bombs
+    /// [default: 4096].
+    #[arg(long, value_name = "N")]
+    max_processes: Option<u64>,
     /// Most memory the command may use, e.g. 512M or 4G.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     memory: Option<u64>,
@@ -76,6 +77,9 @@ pub struct RunArgs {
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
 }
+
+/// Processes (and threads) a run may have at once unless told otherwise.
+const DEFAULT_MAX_PROCESSES: u64 = 4096;
 
 /// `512M`, `4G`, `1048576`: a size in bytes with an optional K, M or G (powers of 1024).
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -140,16 +144,39 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
     let (env, _removed) = filter_environment(vars, &args.keep_env);
+    let isolation = if args.fail_if_unavailable {
+        Isolation::Namespaces
+    } else if std::env::var_os("CORDON_SANDBOX_LANDLOCK_ONLY").is_some() {
+        // What runs where user namespaces are missing, on demand: for tests, and for people
+        // who want to see what that mode does.
+        Isolation::LandlockOnly
+    } else {
+        Isolation::Auto
+    };
     // Limits: control groups where cordon may make them (root), else rlimits, which hold per
-    // user namespace for processes (not at all for root) and per process for memory.
+    // user namespace for processes (not at all for root) and per process for memory. Where
+    // each PID namespace has its own pid_max, that bounds processes too, for root as well:
+    // root's default limit then needs no pids group, whose set-up (a cgroup v1 attach) can
+    // stall a run for milliseconds. An explicit --max-processes stays exact.
+    let max_processes = args.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES);
+    let pid_max = (isolation != Isolation::LandlockOnly
+        && cordon_sandbox::linux::pid_max_per_namespace())
+    .then_some(max_processes + 1);
     let wanted = Limits {
-        max_processes: Some(args.max_processes),
+        max_processes: Some(max_processes),
+        pid_max,
         memory_bytes: args.memory,
         cpu_seconds: args.cpu_time,
         cpu_millis: args.cpus,
         timeout,
     };
-    let (groups, missed) = RunCgroups::create(&wanted);
+    let grouped = Limits {
+        max_processes: wanted
+            .max_processes
+            .filter(|_| args.max_processes.is_some() || pid_max.is_none()),
+        ..wanted
+    };
+    let (groups, missed) = RunCgroups::create(&grouped);
     let root = cordon_sandbox::linux::is_root();
     if missed.contains(&"max-processes") && root {
         eprintln!(
@@ -170,15 +197,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         memory_bytes: wanted.memory_bytes.filter(|_| missed.contains(&"memory")),
         cpu_millis: None,
         ..wanted
-    };
-    let isolation = if args.fail_if_unavailable {
-        Isolation::Namespaces
-    } else if std::env::var_os("CORDON_SANDBOX_LANDLOCK_ONLY").is_some() {
-        // What runs where user namespaces are missing, on demand: for tests, and for people
-        // who want to see what that mode does.
-        Isolation::LandlockOnly
-    } else {
-        Isolation::Auto
     };
     let spec = SandboxSpec {
         argv,
