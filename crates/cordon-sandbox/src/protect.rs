@@ -53,10 +53,21 @@ pub struct Undone {
 }
 
 impl RunGuard {
-    pub fn before(cwd: &Path, writable: &[PathBuf]) -> Self {
-        let absent = std::iter::once(cwd)
+    /// Notes, before a run, which protected paths do not exist in `cwd` and `writable`: the
+    /// protected names in each, and those of `extra` (absolute) that lie inside one.
+    pub fn before(cwd: &Path, writable: &[PathBuf], extra: &[PathBuf]) -> Self {
+        let roots: Vec<&Path> = std::iter::once(cwd)
             .chain(writable.iter().map(PathBuf::as_path))
+            .collect();
+        let absent = roots
+            .iter()
             .flat_map(|root| PROTECTED_NAMES.iter().map(move |n| root.join(n)))
+            .chain(
+                extra
+                    .iter()
+                    .filter(|p| roots.iter().any(|r| p.starts_with(r)))
+                    .cloned(),
+            )
             .filter(|p| std::fs::symlink_metadata(p).is_err())
             .collect();
         RunGuard {
@@ -195,13 +206,18 @@ mod tests {
         let root = dir.path();
         std::fs::create_dir_all(root.join(".git"))?;
         std::fs::write(root.join(".gitmodules"), "kept")?;
-        let guard = RunGuard::before(root, &[]);
+        let guard = RunGuard::before(root, &[], &[root.join("cfg/cordon")]);
         std::fs::create_dir_all(root.join(".git/hooks"))?;
         std::fs::write(root.join(".git/hooks/pre-commit"), "evil")?;
         std::fs::write(root.join(".bashrc"), "evil")?;
         std::os::unix::fs::symlink("/etc", root.join(".vscode"))?;
+        std::fs::create_dir_all(root.join("cfg/cordon/policies"))?;
         let undone: Vec<PathBuf> = guard.undo().into_iter().map(|u| u.path).collect();
-        assert_eq!(undone.len(), 3, "{undone:?}");
+        assert_eq!(undone.len(), 4, "{undone:?}");
+        assert!(
+            !root.join("cfg/cordon").exists(),
+            "cordon's own settings were planted"
+        );
         assert!(!root.join(".git/hooks").exists() && !root.join(".bashrc").exists());
         assert!(std::fs::symlink_metadata(root.join(".vscode")).is_err());
         assert!(

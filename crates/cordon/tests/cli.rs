@@ -539,6 +539,12 @@ fn bad_run_flags_exit_2_naming_the_flag() {
             "--timeout must be a positive number",
         ),
         (&["run"], "give a command after `--`"),
+        (
+            &["run", "--deny-env", "a/b", "--", "true"],
+            "--deny-env \"a/b\": a pattern is a variable name",
+        ),
+        (&["run", "--cpus", "0", "--", "true"], "out of range"),
+        (&["run", "--cpu-time", "0", "--", "true"], "--cpu-time"),
     ];
     assert_bad_calls(&env, cases);
 }

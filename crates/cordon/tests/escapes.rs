@@ -377,6 +377,41 @@ fn attempts() -> Vec<Attempt> {
             ]);
             holds(&extra.join(".bashrc"), "# mine\n", &o)
         }),
+        attempt(
+            "rewrite cordon's own policies through an --allow-write parent",
+            |sb| {
+                let cfg = sb.outside.join("cfg");
+                let policy = cfg.join("cordon/policies/mine.toml");
+                write(&policy, "# mine\n");
+                let cfg_s = cfg.to_str().expect("utf-8");
+                let o = sb.run_env(
+                    &[
+                        "--allow-write",
+                        cfg_s,
+                        "-c",
+                        &format!("echo '[[rule]]' >> {p}; echo x > {p}.new", p = q(&policy)),
+                    ],
+                    &[("XDG_CONFIG_HOME", cfg_s)],
+                );
+                holds(&policy, "# mine\n", &o)?;
+                absent(&cfg.join("cordon/policies/mine.toml.new"), &o)?;
+                // And where there were none yet.
+                std::fs::remove_dir_all(cfg.join("cordon")).expect("rm");
+                let o = sb.run_env(
+                    &[
+                        "--allow-write",
+                        cfg_s,
+                        "-c",
+                        &format!(
+                            "mkdir -p {p} && echo '[[rule]]' > {p}/planted.toml",
+                            p = q(&cfg.join("cordon/policies"))
+                        ),
+                    ],
+                    &[("XDG_CONFIG_HOME", cfg_s)],
+                );
+                absent(&cfg.join("cordon"), &o)
+            },
+        ),
         attempt("unmount a read-only bind to write what is under it", |sb| {
             protected_layout(&sb.ws);
             let o = sb.sh("umount .git/config; umount -l .git/config; echo evil >> .git/config");
@@ -507,6 +542,11 @@ fn attempts() -> Vec<Attempt> {
                     ("OPENAI_API_KEY", "key-secret"),
                     ("AWS_SECRET_ACCESS_KEY", "aws-secret"),
                 ],
+            );
+            lacks(&o, "secret")?;
+            let o = sb.run_env(
+                &["--deny-env", "mycorp_*", "-c", "echo ${MYCORP_DB_URL:-}"],
+                &[("MYCORP_DB_URL", "postgres://secret")],
             );
             lacks(&o, "secret")
         }),

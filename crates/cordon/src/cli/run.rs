@@ -50,6 +50,10 @@ pub struct RunArgs {
     /// Pass this variable even though it looks like a secret (repeatable).
     #[arg(long = "keep-env", value_name = "NAME")]
     keep_env: Vec<String>,
+    /// Also withhold variables whose name matches this pattern (`*` for any characters, case
+    /// ignored), e.g. `MYCORP_*` (repeatable).
+    #[arg(long = "deny-env", value_name = "PATTERN")]
+    deny_env: Vec<String>,
     /// Most processes (and threads) the command may have at once; stops fork bombs
     /// [default: 4096].
     #[arg(long, value_name = "N")]
@@ -76,6 +80,28 @@ pub struct RunArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// The `--deny-env` patterns as one matcher over variable names.
+fn env_patterns(patterns: &[String]) -> anyhow::Result<globset::GlobSet> {
+    let mut set = globset::GlobSetBuilder::new();
+    for p in patterns {
+        if p.is_empty()
+            || !p
+                .chars()
+                .all(|c| c == '*' || c == '_' || c.is_ascii_alphanumeric())
+        {
+            bail!(
+                "--deny-env {p:?}: a pattern is a variable name with `*` for any characters, e.g. MYCORP_*"
+            );
+        }
+        let glob = globset::GlobBuilder::new(p)
+            .case_insensitive(true)
+            .build()
+            .with_context(|| format!("--deny-env {p:?}"))?;
+        set.add(glob);
+    }
+    set.build().context("--deny-env")
 }
 
 /// Processes (and threads) a run may have at once unless told otherwise.
@@ -138,12 +164,32 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     for root in std::iter::once(&cwd).chain(&writable) {
         read_only.extend(existing_protected(root));
     }
+    // cordon's own settings and policies, wherever a writable place holds them.
+    let own_settings: Vec<PathBuf> = super::setup::own_settings_dirs()
+        .into_iter()
+        .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
+        .collect();
+    read_only.extend(
+        own_settings
+            .iter()
+            .filter(|d| {
+                d.exists()
+                    && std::iter::once(&cwd)
+                        .chain(&writable)
+                        .any(|r| d.starts_with(r))
+            })
+            .cloned(),
+    );
     let hidden = resolve_all(&args.deny_read, &cwd, Flag::DenyRead)?;
     let reopened = resolve_all(&args.allow_read, &cwd, Flag::AllowRead)?;
     let unix_sockets = resolve_all(&args.allow_unix_socket, &cwd, Flag::AllowUnixSocket)?;
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-    let (env, _removed) = filter_environment(vars, &args.keep_env);
+    let (mut env, _removed) = filter_environment(vars, &args.keep_env);
+    if !args.deny_env.is_empty() {
+        let denied = env_patterns(&args.deny_env)?;
+        env.retain(|(k, _)| args.keep_env.contains(k) || !denied.is_match(k));
+    }
     let isolation = if args.fail_if_unavailable {
         Isolation::Namespaces
     } else if std::env::var_os("CORDON_SANDBOX_LANDLOCK_ONLY").is_some() {
@@ -215,7 +261,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         },
         isolation,
     };
-    let guard = RunGuard::before(&spec.cwd, &spec.writable);
+    let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings);
     let result = run_sandboxed(&spec);
     let undone = guard.undo();
     let (weaker, restored, inferred) = match &result {

@@ -1,6 +1,6 @@
 //! Turning flags into policy sources, an engine, and tool calls.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use cordon_policy::{
@@ -17,6 +17,17 @@ fn admin_dir() -> PathBuf {
     std::env::var_os("CORDON_ADMIN_POLICY_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/etc/cordon/policies"))
+}
+
+/// cordon's own settings and policy directories (the user's and the administrator's): a
+/// sandboxed command must not rewrite the rules it runs under, even where it may write around
+/// them.
+pub fn own_settings_dirs() -> Vec<PathBuf> {
+    user_policy_dir()
+        .into_iter()
+        .chain([admin_dir()])
+        .filter_map(|policies| policies.parent().map(Path::to_path_buf))
+        .collect()
 }
 
 /// `$XDG_CONFIG_HOME/cordon/policies` or `~/.config/cordon/policies`.
