@@ -17,7 +17,7 @@ pub use protect::{
     PROTECTED_NAMES, RunGuard, Undone, existing_protected, linked_worktree_writable,
 };
 pub use snapshot::{Snapshot, SnapshotError};
-pub use spec::{Isolation, Limits, NetworkMode, SandboxSpec, filter_environment};
+pub use spec::{Isolation, Limits, NetworkMode, ProxyEndpoint, SandboxSpec, filter_environment};
 pub use violations::{ErrorScanner, Violation};
 
 /// Exit statuses `cordon run` uses for its own failures, distinct from the usual command ones.

@@ -6,14 +6,30 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// What the command's network looks like.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkMode {
     /// Its own network namespace with only loopback.
     #[default]
     None,
+    /// Only cordon's proxy, which decides host by host: loopback ports the command connects
+    /// to lead there, and nowhere else.
+    Proxy(ProxyEndpoint),
     /// The host's network.
     Host,
+}
+
+/// Where a sandboxed command reaches cordon's proxy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProxyEndpoint {
+    /// The proxy's Unix socket on the host. On Linux the sandbox's own loopback ports are
+    /// bridged to it from inside the network namespace; where there is no such namespace
+    /// (macOS) it is `None` and the ports are the proxy's own on the host's loopback.
+    pub socket: Option<PathBuf>,
+    /// Loopback port of the HTTP proxy (`HTTP_PROXY`, `HTTPS_PROXY`).
+    pub http_port: u16,
+    /// Loopback port of the SOCKS5 proxy (`ALL_PROXY=socks5h://…`).
+    pub socks_port: u16,
 }
 
 /// How the run is walled off.
@@ -65,6 +81,10 @@ pub struct SandboxSpec {
     pub unix_sockets: Vec<PathBuf>,
     #[serde(default)]
     pub isolation: Isolation,
+    /// The command may listen on loopback (its own, inside the sandbox): test servers, dev
+    /// servers.
+    #[serde(default)]
+    pub allow_local_binding: bool,
 }
 
 /// Limits on what a run may consume.

@@ -197,6 +197,7 @@ mod tests {
             cgroups: Vec::new(),
             unix_sockets: Vec::new(),
             isolation: crate::Isolation::Auto,
+            allow_local_binding: false,
         }
     }
 

@@ -104,6 +104,13 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
             &["the process limit does not bind root without a PID namespace or a pids cgroup"],
         );
     }
+    if let NetworkMode::Proxy(_) = spec.network {
+        return Err(Failure(
+            exit::SETUP_FAILED,
+            "network",
+            "cordon's proxy cannot be reached without a network namespace yet".into(),
+        ));
+    }
     if spec.network == NetworkMode::None {
         tell(
             channel,
@@ -143,10 +150,10 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
                     .map(PathBuf::as_path)
                     .chain([tmp.as_path()])
                     .collect(),
-                deny_tcp: spec.network == NetworkMode::None,
+                deny_tcp: spec.network != NetworkMode::Host,
             };
             let extra = Extra {
-                only_local_sockets: spec.network == NetworkMode::None,
+                only_local_sockets: spec.network != NetworkMode::Host,
                 deny_host_ipc: true,
             };
             let tmpdir = tmp.to_string_lossy().into_owned();

@@ -194,7 +194,7 @@ pub(super) fn start_namespaced(
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    if spec.network == NetworkMode::None {
+    if spec.network != NetworkMode::Host {
         flags |= libc::CLONE_NEWNET;
     }
     // Which Unix sockets exist is known only in the host's network namespace; read it before
@@ -287,8 +287,16 @@ fn init(
         );
     }
     let _ = sys::sethostname("cordon");
-    if spec.network == NetworkMode::None {
+    if spec.network != NetworkMode::Host {
         sys::loopback_up().map_err(|e| Failure::io("loopback", e, ""))?;
+    }
+    if let NetworkMode::Proxy(_) = spec.network {
+        // Refused rather than run without the way out the caller asked for.
+        return Err(Failure(
+            exit::SETUP_FAILED,
+            "network",
+            "the bridge to cordon's proxy is not built yet".into(),
+        ));
     }
     let command = match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
         Some(pid) => pid,

@@ -260,6 +260,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             Network::Host => NetworkMode::Host,
         },
         isolation,
+        allow_local_binding: false,
     };
     let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings);
     let result = run_sandboxed(&spec);
