@@ -1,0 +1,568 @@
+//! Reading what clients send the proxy: an HTTP request head, a SOCKS5 greeting and request,
+//! and the server name in a TLS ClientHello. Each reader works on bytes already received and
+//! says whether it needs more, so the caller decides how much to wait for and how much to hold.
+
+use crate::rules::Host;
+
+/// The most an HTTP request head may take; a longer one is refused.
+pub const MAX_HEAD: usize = 16 * 1024;
+/// The most bytes of TLS handshake read to find the server name.
+pub const MAX_HELLO: usize = 16 * 1024 + 5;
+
+/// What a reader made of the bytes so far.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed<T> {
+    Done(T),
+    /// Not enough bytes yet.
+    More,
+    /// Malformed; the text says how.
+    Bad(String),
+}
+
+/// Where a proxied request goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub host: Host,
+    pub port: u16,
+}
+
+/// The parts of an HTTP request to the proxy that matter to it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ProxyRequest {
+    /// A `CONNECT host:port` tunnel, or a plain request in absolute form.
+    pub kind: RequestKind,
+    pub target: Target,
+    /// The length of the head, up to and including the blank line.
+    pub head_len: usize,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum RequestKind {
+    Connect,
+    /// A plain `http://` request: the head to send on, rewritten to origin form, without the
+    /// headers meant for the proxy, and asking the server to close after answering.
+    Forward {
+        head: Vec<u8>,
+    },
+}
+
+/// Splits `host:port` (`[v6]:port`), with `default` when there is no port.
+fn authority(text: &str, default: Option<u16>) -> Result<Target, String> {
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (h, after) = rest.split_once(']').ok_or("unclosed `[`")?;
+        (h, after.strip_prefix(':'))
+    } else {
+        match text.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (text, None),
+        }
+    };
+    let port = match (port, default) {
+        (Some(p), _) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| format!("bad port `{p}`"))?,
+        (None, Some(d)) => d,
+        (None, None) => return Err("a port is required".into()),
+    };
+    let host = Host::parse(host).map_err(|e| format!("bad host `{host}`: {e}"))?;
+    Ok(Target { host, port })
+}
+
+/// Headers a client addresses to the proxy itself, never passed on.
+const HOP_BY_HOP: &[&str] = &[
+    "proxy-authorization",
+    "proxy-connection",
+    "connection",
+    "keep-alive",
+];
+
+/// Reads an HTTP request head addressed to the proxy.
+pub fn parse_request(buf: &[u8]) -> Parsed<ProxyRequest> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
+            return Parsed::Bad(format!("request head over {MAX_HEAD} bytes"));
+        }
+        Ok(httparse::Status::Partial) => return Parsed::More,
+        Err(e) => return Parsed::Bad(format!("malformed request: {e}")),
+    };
+    if head_len > MAX_HEAD {
+        return Parsed::Bad(format!("request head over {MAX_HEAD} bytes"));
+    }
+    let (Some(method), Some(path)) = (req.method, req.path) else {
+        return Parsed::Bad("malformed request line".into());
+    };
+    if method.eq_ignore_ascii_case("CONNECT") {
+        return match authority(path, None) {
+            Ok(target) => Parsed::Done(ProxyRequest {
+                kind: RequestKind::Connect,
+                target,
+                head_len,
+            }),
+            Err(e) => Parsed::Bad(format!("CONNECT {path}: {e}")),
+        };
+    }
+    let Some(rest) = strip_prefix_ignore_case(path, "http://") else {
+        return Parsed::Bad(format!(
+            "{method} {path}: a proxy takes `CONNECT host:port` or an absolute `http://` URL"
+        ));
+    };
+    let (auth, origin) = match rest.find(['/', '?']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if auth.contains('@') {
+        return Parsed::Bad("credentials in the URL are not passed on".into());
+    }
+    let target = match authority(auth, Some(80)) {
+        Ok(t) => t,
+        Err(e) => return Parsed::Bad(format!("{method} {path}: {e}")),
+    };
+    // The Host header must name the same host as the URL, or a server could be asked for a
+    // host the rules never saw.
+    let host_headers: Vec<&httparse::Header> = req
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("host"))
+        .collect();
+    if host_headers.len() > 1 {
+        return Parsed::Bad("more than one Host header".into());
+    }
+    if let Some(h) = host_headers.first() {
+        let value = String::from_utf8_lossy(h.value);
+        match authority(value.trim(), Some(80)) {
+            Ok(t) if t == target => {}
+            _ => {
+                return Parsed::Bad(format!(
+                    "the Host header `{}` does not match the request's `{auth}`",
+                    value.trim()
+                ));
+            }
+        }
+    }
+    let origin = if origin.starts_with('?') {
+        format!("/{origin}")
+    } else {
+        origin.to_string()
+    };
+    let mut head = format!("{method} {origin} HTTP/1.1\r\n").into_bytes();
+    if host_headers.is_empty() {
+        head.extend_from_slice(format!("Host: {auth}\r\n").as_bytes());
+    }
+    for h in req.headers.iter() {
+        if HOP_BY_HOP.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
+            continue;
+        }
+        head.extend_from_slice(h.name.as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(h.value);
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"Connection: close\r\n\r\n");
+    Parsed::Done(ProxyRequest {
+        kind: RequestKind::Forward { head },
+        target,
+        head_len,
+    })
+}
+
+fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    (s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix))
+        .then(|| &s[prefix.len()..])
+}
+
+/// SOCKS5 reply codes (RFC 1928).
+pub mod socks_reply {
+    pub const SUCCEEDED: u8 = 0x00;
+    pub const GENERAL_FAILURE: u8 = 0x01;
+    pub const NOT_ALLOWED: u8 = 0x02;
+    pub const HOST_UNREACHABLE: u8 = 0x04;
+    pub const CONNECTION_REFUSED: u8 = 0x05;
+    pub const COMMAND_NOT_SUPPORTED: u8 = 0x07;
+    pub const ADDRESS_NOT_SUPPORTED: u8 = 0x08;
+}
+
+/// A SOCKS5 greeting: whether the client offers "no authentication", and its length.
+pub fn parse_socks_greeting(buf: &[u8]) -> Parsed<(bool, usize)> {
+    match buf {
+        [] | [_] => Parsed::More,
+        [5, n, rest @ ..] => {
+            let n = usize::from(*n);
+            if rest.len() < n {
+                return Parsed::More;
+            }
+            Parsed::Done((rest[..n].contains(&0), 2 + n))
+        }
+        [v, ..] => Parsed::Bad(format!("SOCKS version {v}, not 5")),
+    }
+}
+
+/// A SOCKS5 request after the greeting.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SocksRequest {
+    Connect(Target, usize),
+    /// BIND or UDP ASSOCIATE, which the proxy does not do; the code to answer with.
+    Refuse(u8, usize),
+}
+
+pub fn parse_socks_request(buf: &[u8]) -> Parsed<SocksRequest> {
+    if buf.len() < 5 {
+        return Parsed::More;
+    }
+    if buf[0] != 5 || buf[2] != 0 {
+        return Parsed::Bad("malformed SOCKS5 request".into());
+    }
+    let (host, addr_end) = match buf[3] {
+        1 => {
+            if buf.len() < 4 + 4 + 2 {
+                return Parsed::More;
+            }
+            let ip = std::net::Ipv4Addr::new(buf[4], buf[5], buf[6], buf[7]);
+            (Ok(Host::Ip(ip.into())), 8)
+        }
+        4 => {
+            if buf.len() < 4 + 16 + 2 {
+                return Parsed::More;
+            }
+            let mut octets = [0u8; 16];
+            octets.copy_from_slice(&buf[4..20]);
+            (Ok(Host::Ip(std::net::Ipv6Addr::from(octets).into())), 20)
+        }
+        3 => {
+            let n = usize::from(buf[4]);
+            if buf.len() < 5 + n + 2 {
+                return Parsed::More;
+            }
+            let name = String::from_utf8_lossy(&buf[5..5 + n]);
+            (Host::parse(&name), 5 + n)
+        }
+        other => {
+            return Parsed::Done(SocksRequest::Refuse(
+                socks_reply::ADDRESS_NOT_SUPPORTED,
+                buf.len().min(4 + usize::from(other)),
+            ));
+        }
+    };
+    let len = addr_end + 2;
+    let port = u16::from_be_bytes([buf[addr_end], buf[addr_end + 1]]);
+    match buf[1] {
+        1 => match host {
+            Ok(host) if port > 0 => Parsed::Done(SocksRequest::Connect(Target { host, port }, len)),
+            Ok(_) => Parsed::Bad("port 0".into()),
+            Err(e) => Parsed::Bad(format!("bad host name: {e}")),
+        },
+        _ => Parsed::Done(SocksRequest::Refuse(
+            socks_reply::COMMAND_NOT_SUPPORTED,
+            len,
+        )),
+    }
+}
+
+/// The first bytes of a TLS connection: the server name its ClientHello asks for, if any.
+/// `Done(None)` means the bytes are not TLS, or the hello names no server.
+pub fn client_hello_server_name(buf: &[u8]) -> Parsed<Option<String>> {
+    // Handshake records: the hello may be split over several.
+    if buf.first().is_some_and(|&b| b != 0x16) {
+        return Parsed::Done(None);
+    }
+    let mut hello = Vec::new();
+    let mut at = 0;
+    loop {
+        if buf.len() < at + 5 {
+            return more_or_bad(buf);
+        }
+        if buf[at] != 0x16 {
+            return Parsed::Bad(
+                "a TLS record other than a handshake before the hello ended".into(),
+            );
+        }
+        let len = usize::from(u16::from_be_bytes([buf[at + 3], buf[at + 4]]));
+        if buf.len() < at + 5 + len {
+            return more_or_bad(buf);
+        }
+        hello.extend_from_slice(&buf[at + 5..at + 5 + len]);
+        at += 5 + len;
+        if hello.len() >= 4 {
+            let body =
+                usize::from(hello[1]) << 16 | usize::from(hello[2]) << 8 | usize::from(hello[3]);
+            if hello[0] != 1 {
+                return Parsed::Bad("the first handshake message is not a ClientHello".into());
+            }
+            if hello.len() >= 4 + body {
+                return match server_name(&hello[4..4 + body]) {
+                    Some(r) => Parsed::Done(r),
+                    None => Parsed::Bad("malformed ClientHello".into()),
+                };
+            }
+        }
+    }
+}
+
+fn more_or_bad<T>(buf: &[u8]) -> Parsed<T> {
+    if buf.len() >= MAX_HELLO {
+        Parsed::Bad(format!("ClientHello over {MAX_HELLO} bytes"))
+    } else {
+        Parsed::More
+    }
+}
+
+/// The server name in a ClientHello body; `None` when it is malformed.
+fn server_name(body: &[u8]) -> Option<Option<String>> {
+    let mut r = Reader(body);
+    r.take(2 + 32)?; // version, random
+    let sid = usize::from(r.u8()?);
+    r.take(sid)?;
+    let suites = usize::from(r.u16()?);
+    r.take(suites)?;
+    let comp = usize::from(r.u8()?);
+    r.take(comp)?;
+    if r.0.is_empty() {
+        return Some(None);
+    }
+    let ext_len = usize::from(r.u16()?);
+    let mut exts = Reader(r.take(ext_len)?);
+    while !exts.0.is_empty() {
+        let kind = exts.u16()?;
+        let len = usize::from(exts.u16()?);
+        let data = exts.take(len)?;
+        if kind != 0 {
+            continue;
+        }
+        let mut list = Reader(data);
+        let list_len = usize::from(list.u16()?);
+        let mut names = Reader(list.take(list_len)?);
+        while !names.0.is_empty() {
+            let name_type = names.u8()?;
+            let n = usize::from(names.u16()?);
+            let name = names.take(n)?;
+            if name_type == 0 {
+                return Some(Some(String::from_utf8_lossy(name).into_owned()));
+            }
+        }
+        return Some(None);
+    }
+    Some(None)
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        self.take(2).map(|b| u16::from_be_bytes([b[0], b[1]]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn host(n: &str) -> Host {
+        Host::parse(n).expect("host")
+    }
+
+    #[test]
+    fn connect_and_absolute_form() {
+        let raw = b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\nrest";
+        let r = parse_request(raw);
+        let Parsed::Done(r) = r else { panic!("{r:?}") };
+        assert_eq!(r.kind, RequestKind::Connect);
+        assert_eq!(
+            r.target,
+            Target {
+                host: host("example.com"),
+                port: 443
+            }
+        );
+        assert_eq!(
+            r.head_len,
+            raw.len() - b"rest".len(),
+            "what follows the head is not eaten"
+        );
+
+        let r = parse_request(
+            b"GET http://Example.com/a?b HTTP/1.1\r\nHost: example.com\r\nProxy-Authorization: x\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n",
+        );
+        let Parsed::Done(ProxyRequest {
+            kind: RequestKind::Forward { head },
+            target,
+            ..
+        }) = r
+        else {
+            panic!("{r:?}")
+        };
+        assert_eq!(target.port, 80);
+        let head = String::from_utf8(head).expect("utf-8");
+        assert!(head.starts_with("GET /a?b HTTP/1.1\r\n"), "{head}");
+        assert!(
+            !head.contains("Proxy-Authorization") && !head.contains("keep-alive"),
+            "{head}"
+        );
+        assert!(
+            head.ends_with("Accept: */*\r\nConnection: close\r\n\r\n"),
+            "{head}"
+        );
+    }
+
+    #[test]
+    fn bad_requests_are_named() {
+        for (req, want) in [
+            (&b"GET /local HTTP/1.1\r\n\r\n"[..], "absolute"),
+            (b"GET https://a.com/ HTTP/1.1\r\n\r\n", "absolute"),
+            (
+                b"GET http://a.com/ HTTP/1.1\r\nHost: b.com\r\n\r\n",
+                "does not match",
+            ),
+            (
+                b"GET http://a.com/ HTTP/1.1\r\nHost: a.com\r\nHost: a.com\r\n\r\n",
+                "more than one",
+            ),
+            (b"CONNECT a.com HTTP/1.1\r\n\r\n", "port is required"),
+            (b"CONNECT a.com:99999 HTTP/1.1\r\n\r\n", "bad port"),
+            (b"GET http://u:p@a.com/ HTTP/1.1\r\n\r\n", "credentials"),
+            (b"\x00\x01\x02 garbage\r\n\r\n", "malformed"),
+        ] {
+            match parse_request(req) {
+                Parsed::Bad(why) => assert!(why.contains(want), "{why}"),
+                other => panic!("{}: {other:?}", String::from_utf8_lossy(req)),
+            }
+        }
+        assert_eq!(
+            parse_request(b"GET http://a.com/ HTTP/1.1\r\nHost: a"),
+            Parsed::More
+        );
+        let big = [
+            b"GET http://a.com/ HTTP/1.1\r\nX: ".as_slice(),
+            &[b'a'; MAX_HEAD],
+        ]
+        .concat();
+        assert!(matches!(parse_request(&big), Parsed::Bad(why) if why.contains("over")));
+    }
+
+    #[test]
+    fn socks5_requests() {
+        assert_eq!(parse_socks_greeting(&[5, 1, 0]), Parsed::Done((true, 3)));
+        assert_eq!(parse_socks_greeting(&[5, 1, 2]), Parsed::Done((false, 3)));
+        assert_eq!(parse_socks_greeting(&[5, 2, 0]), Parsed::More);
+        assert!(matches!(parse_socks_greeting(&[4, 1]), Parsed::Bad(_)));
+        let mut req = vec![5, 1, 0, 3, 11];
+        req.extend_from_slice(b"example.com");
+        req.extend_from_slice(&443u16.to_be_bytes());
+        assert_eq!(
+            parse_socks_request(&req),
+            Parsed::Done(SocksRequest::Connect(
+                Target {
+                    host: host("example.com"),
+                    port: 443
+                },
+                req.len()
+            ))
+        );
+        assert_eq!(parse_socks_request(&req[..8]), Parsed::More);
+        let udp = [5, 3, 0, 1, 0, 0, 0, 0, 0, 0];
+        assert_eq!(
+            parse_socks_request(&udp),
+            Parsed::Done(SocksRequest::Refuse(socks_reply::COMMAND_NOT_SUPPORTED, 10))
+        );
+    }
+
+    /// A ClientHello as a TLS client sends it, naming `name`.
+    pub(crate) fn client_hello(name: &str) -> Vec<u8> {
+        let mut sni = Vec::new();
+        let n = name.len() as u16;
+        sni.extend_from_slice(&(n + 3).to_be_bytes());
+        sni.push(0);
+        sni.extend_from_slice(&n.to_be_bytes());
+        sni.extend_from_slice(name.as_bytes());
+        let mut exts = Vec::new();
+        exts.extend_from_slice(&[0x00, 0x17, 0, 0]); // an unrelated empty extension first
+        exts.extend_from_slice(&0u16.to_be_bytes());
+        exts.extend_from_slice(&(sni.len() as u16).to_be_bytes());
+        exts.extend_from_slice(&sni);
+        let mut body = vec![3, 3];
+        body.extend_from_slice(&[7; 32]);
+        body.push(0);
+        body.extend_from_slice(&[0, 2, 0x13, 0x01]);
+        body.extend_from_slice(&[1, 0]);
+        body.extend_from_slice(&(exts.len() as u16).to_be_bytes());
+        body.extend_from_slice(&exts);
+        let mut hs = vec![1, 0];
+        hs.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        hs.extend_from_slice(&body);
+        let mut rec = vec![0x16, 3, 1];
+        rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+        rec.extend_from_slice(&hs);
+        rec
+    }
+
+    #[test]
+    fn the_server_name_of_a_client_hello() {
+        let hello = client_hello("example.com");
+        assert_eq!(
+            client_hello_server_name(&hello),
+            Parsed::Done(Some("example.com".into()))
+        );
+        assert_eq!(client_hello_server_name(&hello[..20]), Parsed::More);
+        assert_eq!(
+            client_hello_server_name(b"SSH-2.0-OpenSSH"),
+            Parsed::Done(None)
+        );
+        // The same hello split over two records.
+        let hs = &hello[5..];
+        let (a, b) = hs.split_at(10);
+        let mut split = vec![0x16, 3, 1];
+        split.extend_from_slice(&(a.len() as u16).to_be_bytes());
+        split.extend_from_slice(a);
+        split.extend_from_slice(&[0x16, 3, 1]);
+        split.extend_from_slice(&(b.len() as u16).to_be_bytes());
+        split.extend_from_slice(b);
+        assert_eq!(
+            client_hello_server_name(&split),
+            Parsed::Done(Some("example.com".into()))
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn no_input_makes_the_readers_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let _ = parse_request(&bytes);
+            let _ = parse_socks_greeting(&bytes);
+            let _ = parse_socks_request(&bytes);
+            let _ = client_hello_server_name(&bytes);
+        }
+
+        #[test]
+        fn a_mangled_hello_never_panics(cut in 0usize..200, flip in 0usize..200, byte in any::<u8>()) {
+            let mut hello = client_hello("example.com");
+            if flip < hello.len() {
+                hello[flip] = byte;
+            }
+            hello.truncate(cut.max(1));
+            let _ = client_hello_server_name(&hello);
+        }
+
+        #[test]
+        fn header_lines_round_trip(name in "[a-z]{1,12}(\\.[a-z]{1,12}){1,3}", port in 1u16..) {
+            let req = format!("CONNECT {name}:{port} HTTP/1.1\r\n\r\n");
+            let Parsed::Done(r) = parse_request(req.as_bytes()) else { panic!("{req}") };
+            prop_assert_eq!(r.target, Target { host: Host::Name(name), port });
+        }
+    }
+}
