@@ -1,7 +1,11 @@
 //! cordon's network egress: domain rules and the HTTP/SOCKS5 proxy that is a sandbox's only
 //! way out.
 
+pub mod handoff;
+pub mod proxy;
 pub mod rules;
+pub mod serve;
 pub mod wire;
 
+pub use proxy::{Blocked, Proxy, ProxyConfig};
 pub use rules::{DomainRule, Host, RuleError, Rules, Verdict};

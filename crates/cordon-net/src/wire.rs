@@ -367,10 +367,41 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A minimal ClientHello naming `name`, as a TLS client sends it first: for tests and
+/// benchmarks of the server-name check.
+#[doc(hidden)]
+pub fn sample_client_hello(name: &str) -> Vec<u8> {
+    let n = name.len() as u16;
+    let mut sni = (n + 3).to_be_bytes().to_vec();
+    sni.push(0);
+    sni.extend_from_slice(&n.to_be_bytes());
+    sni.extend_from_slice(name.as_bytes());
+    // An unrelated empty extension first, so the reader has to skip one.
+    let mut exts = vec![0x00, 0x17, 0, 0, 0, 0];
+    exts.extend_from_slice(&(sni.len() as u16).to_be_bytes());
+    exts.extend_from_slice(&sni);
+    let mut body = vec![3, 3];
+    body.extend_from_slice(&[7; 32]);
+    body.extend_from_slice(&[0, 0, 2, 0x13, 0x01, 1, 0]);
+    body.extend_from_slice(&(exts.len() as u16).to_be_bytes());
+    body.extend_from_slice(&exts);
+    let mut hs = vec![1, 0];
+    hs.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    hs.extend_from_slice(&body);
+    let mut rec = vec![0x16, 3, 1];
+    rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+    rec.extend_from_slice(&hs);
+    rec
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn client_hello(name: &str) -> Vec<u8> {
+        sample_client_hello(name)
+    }
 
     fn host(n: &str) -> Host {
         Host::parse(n).expect("host")
@@ -479,35 +510,6 @@ mod tests {
             parse_socks_request(&udp),
             Parsed::Done(SocksRequest::Refuse(socks_reply::COMMAND_NOT_SUPPORTED, 10))
         );
-    }
-
-    /// A ClientHello as a TLS client sends it, naming `name`.
-    pub(crate) fn client_hello(name: &str) -> Vec<u8> {
-        let mut sni = Vec::new();
-        let n = name.len() as u16;
-        sni.extend_from_slice(&(n + 3).to_be_bytes());
-        sni.push(0);
-        sni.extend_from_slice(&n.to_be_bytes());
-        sni.extend_from_slice(name.as_bytes());
-        let mut exts = Vec::new();
-        exts.extend_from_slice(&[0x00, 0x17, 0, 0]); // an unrelated empty extension first
-        exts.extend_from_slice(&0u16.to_be_bytes());
-        exts.extend_from_slice(&(sni.len() as u16).to_be_bytes());
-        exts.extend_from_slice(&sni);
-        let mut body = vec![3, 3];
-        body.extend_from_slice(&[7; 32]);
-        body.push(0);
-        body.extend_from_slice(&[0, 2, 0x13, 0x01]);
-        body.extend_from_slice(&[1, 0]);
-        body.extend_from_slice(&(exts.len() as u16).to_be_bytes());
-        body.extend_from_slice(&exts);
-        let mut hs = vec![1, 0];
-        hs.extend_from_slice(&(body.len() as u16).to_be_bytes());
-        hs.extend_from_slice(&body);
-        let mut rec = vec![0x16, 3, 1];
-        rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
-        rec.extend_from_slice(&hs);
-        rec
     }
 
     #[test]

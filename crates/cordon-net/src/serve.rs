@@ -1,0 +1,46 @@
+//! Accept loops: each connection in a task of its own.
+
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, UnixListener};
+
+use crate::Proxy;
+
+/// Serves clients of `listener` until it fails.
+pub async fn tcp(proxy: Arc<Proxy>, listener: TcpListener) -> std::io::Result<()> {
+    loop {
+        let (conn, _) = listener.accept().await?;
+        let _ = conn.set_nodelay(true);
+        let proxy = proxy.clone();
+        tokio::spawn(async move { proxy.handle(conn).await });
+    }
+}
+
+/// Serves clients of a Unix-socket `listener` until it fails.
+pub async fn unix(proxy: Arc<Proxy>, listener: UnixListener) -> std::io::Result<()> {
+    loop {
+        let (conn, _) = listener.accept().await?;
+        let proxy = proxy.clone();
+        tokio::spawn(async move { proxy.handle(conn).await });
+    }
+}
+
+/// Takes listening sockets handed over on `handoff` (see [`crate::handoff`]) and serves each.
+pub async fn handed_over(proxy: Arc<Proxy>, handoff: UnixListener) -> std::io::Result<()> {
+    loop {
+        let (conn, _) = handoff.accept().await?;
+        let conn = conn.into_std()?;
+        conn.set_nonblocking(false)?;
+        // The sender writes at once and the socket is local: this does not wait long.
+        let sockets = match crate::handoff::receive(&conn) {
+            Ok(s) => s,
+            Err(_) => continue,
+        };
+        for socket in sockets {
+            let listener = std::net::TcpListener::from(socket);
+            listener.set_nonblocking(true)?;
+            let listener = TcpListener::from_std(listener)?;
+            tokio::spawn(tcp(proxy.clone(), listener));
+        }
+    }
+}
