@@ -1,9 +1,9 @@
 //! cordon's network egress: domain rules and the HTTP/SOCKS5 proxy that is a sandbox's only
 //! way out.
 
-pub mod handoff;
 pub mod proxy;
 pub mod rules;
+#[cfg(target_os = "linux")]
 pub mod serve;
 pub mod wire;
 

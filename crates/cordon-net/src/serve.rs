@@ -25,14 +25,15 @@ pub async fn unix(proxy: Arc<Proxy>, listener: UnixListener) -> std::io::Result<
     }
 }
 
-/// Takes listening sockets handed over on `handoff` (see [`crate::handoff`]) and serves each.
+/// Takes listening sockets handed over on `handoff` (see [`cordon_sandbox::handoff`]) and
+/// serves each.
 pub async fn handed_over(proxy: Arc<Proxy>, handoff: UnixListener) -> std::io::Result<()> {
     loop {
         let (conn, _) = handoff.accept().await?;
         let conn = conn.into_std()?;
         conn.set_nonblocking(false)?;
         // The sender writes at once and the socket is local: this does not wait long.
-        let sockets = match crate::handoff::receive(&conn) {
+        let sockets = match cordon_sandbox::handoff::receive(&conn) {
             Ok(s) => s,
             Err(_) => continue,
         };

@@ -5,6 +5,8 @@
 //! (`linux/`) enforces it with namespaces, a read-only mount view with writable binds,
 //! `no_new_privs` and Landlock.
 
+#[cfg(target_os = "linux")]
+pub mod handoff;
 mod protect;
 mod snapshot;
 mod spec;

@@ -16,6 +16,9 @@ use crate::SandboxSpec;
 pub struct Violation {
     /// The path involved, when there is one.
     pub path: Option<PathBuf>,
+    /// The network destination involved (`host:port`), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
     /// What was tried: `write`, `read`, `create`, `system call`.
     pub operation: &'static str,
     /// The rule that stopped it, in words.
@@ -47,11 +50,11 @@ pub struct ErrorScanner<'a> {
 impl Violation {
     /// One line for people: what, where, how cordon knows, and the rule.
     pub fn describe(&self) -> String {
-        let path = self
-            .path
-            .as_ref()
-            .map(|p| format!(" {}", p.display()))
-            .unwrap_or_default();
+        let path = match (&self.path, &self.destination) {
+            (Some(p), _) => format!(" {}", p.display()),
+            (None, Some(d)) => format!(" {d}"),
+            (None, None) => String::new(),
+        };
         let how = match (self.exact, self.action) {
             (true, Some(action)) => format!("exact, {action}"),
             (true, None) => "exact".to_string(),
@@ -137,6 +140,7 @@ pub fn infer(line: &str, spec: &SandboxSpec) -> Option<Violation> {
     };
     Some(Violation {
         path,
+        destination: None,
         operation,
         rule,
         exact: false,

@@ -244,6 +244,28 @@ pub(super) fn start_namespaced(
     }
 }
 
+/// Listens on the proxy ports of this network namespace's loopback and hands the listening
+/// sockets to cordon's proxy, which accepts on them from the host's namespace. Nothing else
+/// in here can take those ports afterwards, and the command is never given the sockets.
+fn hand_ports_to_proxy(endpoint: &crate::ProxyEndpoint) -> Result<(), Failure> {
+    let Some(socket) = &endpoint.socket else {
+        return Err(Failure(
+            exit::SETUP_FAILED,
+            "proxy",
+            "no socket to reach cordon's proxy through".into(),
+        ));
+    };
+    let listen = |port: u16| {
+        std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port))
+            .map_err(|e| Failure::io("proxy", e, &format!("listen on 127.0.0.1:{port}")))
+    };
+    let listeners = [listen(endpoint.http_port)?, listen(endpoint.socks_port)?];
+    let channel = std::os::unix::net::UnixStream::connect(socket)
+        .map_err(|e| Failure::io("proxy", e, &socket.display().to_string()))?;
+    crate::handoff::send(&channel, &listeners)
+        .map_err(|e| Failure::io("proxy", e, "handing the ports over"))
+}
+
 /// The paths of the Unix sockets bound in this network namespace (from `/proc/net/unix`;
 /// its last column is the path, or `@name` for an abstract socket).
 fn bound_unix_sockets() -> Vec<PathBuf> {
@@ -276,6 +298,13 @@ fn init(
     host_sockets: &[PathBuf],
     errors: &mut Option<std::fs::File>,
 ) -> Result<Never, Failure> {
+    if spec.network != NetworkMode::Host {
+        sys::loopback_up().map_err(|e| Failure::io("loopback", e, ""))?;
+    }
+    if let NetworkMode::Proxy(endpoint) = &spec.network {
+        // Before the mount view: the proxy's socket is a host path the view does not show.
+        hand_ports_to_proxy(endpoint)?;
+    }
     build_mount_view(spec, host_sockets)?;
     if !spec.unix_sockets.is_empty() {
         tell(
@@ -287,17 +316,6 @@ fn init(
         );
     }
     let _ = sys::sethostname("cordon");
-    if spec.network != NetworkMode::Host {
-        sys::loopback_up().map_err(|e| Failure::io("loopback", e, ""))?;
-    }
-    if let NetworkMode::Proxy(_) = spec.network {
-        // Refused rather than run without the way out the caller asked for.
-        return Err(Failure(
-            exit::SETUP_FAILED,
-            "network",
-            "the bridge to cordon's proxy is not built yet".into(),
-        ));
-    }
     let command = match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
         Some(pid) => pid,
         None => match exec_command(spec, errors) {

@@ -109,6 +109,21 @@ impl Message {
     }
 }
 
+/// Takes ownership of a descriptor this process was started with (made close-on-exec).
+pub fn adopt_fd(fd: i32) -> std::io::Result<std::fs::File> {
+    sys::adopt_fd(fd)
+}
+
+/// Makes `fd` of this process descriptor `target` of the process `cmd` starts.
+pub fn pass_fd(cmd: &mut Command, fd: i32, target: i32) {
+    sys::install_fd(cmd, fd, target);
+}
+
+/// Asks the kernel to kill this process when the one that started it ends.
+pub fn die_with_parent() -> std::io::Result<()> {
+    sys::die_with_parent(libc::SIGKILL)
+}
+
 /// Whether each PID namespace has its own `pid_max` (Linux 6.14+), so that
 /// [`crate::Limits::pid_max`] can bound a sandbox's processes.
 pub fn pid_max_per_namespace() -> bool {

@@ -5,6 +5,8 @@ mod check;
 mod paths;
 mod policy;
 #[cfg(target_os = "linux")]
+mod proxy;
+#[cfg(target_os = "linux")]
 mod run;
 mod setup;
 
@@ -36,6 +38,10 @@ enum Command {
     /// but loopback, and holds no privileges.
     #[cfg(target_os = "linux")]
     Run(run::RunArgs),
+    /// cordon's egress proxy on its own (HTTP and SOCKS5 on each address), for containers
+    /// and other tools: only the allowed hosts are reachable; refusals print as JSON lines.
+    #[cfg(target_os = "linux")]
+    Proxy(proxy::ProxyArgs),
     /// What this machine supports, what cordon will enforce here, and how to fix what is
     /// missing; exits 1 when the sandbox cannot be had.
     #[cfg(target_os = "linux")]
@@ -119,6 +125,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Policy(cmd) => policy::run(cmd),
         #[cfg(target_os = "linux")]
         Command::Run(args) => run::run(args),
+        #[cfg(target_os = "linux")]
+        Command::Proxy(args) => proxy::proxy(args),
         #[cfg(target_os = "linux")]
         Command::Doctor { json } => run::doctor(json),
     }

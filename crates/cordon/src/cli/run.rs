@@ -13,6 +13,7 @@ use cordon_sandbox::{
 };
 
 use super::paths::{Flag, resolve_all};
+use super::proxy::RunProxy;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Network {
@@ -74,6 +75,8 @@ pub struct RunArgs {
     /// Write what happened (exit code, timeout, what the sandbox blocked) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    #[command(flatten)]
+    net: super::proxy::NetFlags,
     /// Run this string with /bin/sh -c.
     #[arg(short = 'c', value_name = "SHELL STRING", conflicts_with = "command")]
     shell: Option<String>,
@@ -262,8 +265,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         isolation,
         allow_local_binding: false,
     };
+    let mut spec = spec;
+    // Allowed hosts: cordon's proxy becomes the command's only way out.
+    if args.net.any_allowed() && matches!(args.network, Network::Host) {
+        bail!("--allow-domain needs the sandbox's own network (--network none, the default)");
+    }
+    let proxy = RunProxy::start(&args.net)?;
+    if let Some((_, endpoint)) = &proxy {
+        let vars = super::proxy::environment(endpoint);
+        spec.env.retain(|(k, _)| !vars.iter().any(|(v, _)| v == k));
+        spec.env.extend(vars);
+        spec.network = NetworkMode::Proxy(endpoint.clone());
+    }
     let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings);
     let result = run_sandboxed(&spec);
+    let refused = proxy.map(|(p, _)| p.finish()).unwrap_or_default();
     let undone = guard.undo();
     let (weaker, restored, inferred) = match &result {
         Ok(o) => (
@@ -283,6 +299,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     // cordon saw itself first, then what the command's errors point to.
     let exact = |path: &Path, operation, rule: &str, action| Violation {
         path: Some(path.to_path_buf()),
+        destination: None,
         operation,
         rule: rule.to_string(),
         exact: true,
@@ -297,6 +314,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
                 .iter()
                 .map(|p| exact(p, "write", "read-only inside a writable place", "restored")),
         )
+        .chain(refused.iter().map(|b| Violation {
+            path: None,
+            destination: Some(format!("{}:{}", b.host, b.port)),
+            operation: "connect",
+            rule: b.rule.clone(),
+            exact: true,
+            action: None,
+            evidence: None,
+        }))
         .chain(inferred.iter().cloned())
         .collect();
     if !blocked.is_empty() {

@@ -1,4 +1,4 @@
-//! Handing listening sockets to the proxy.
+//! Handing listening sockets from a sandbox to cordon's proxy.
 //!
 //! A sandbox's network namespace has only loopback; its proxy runs outside, in the host's. The
 //! sandbox's first process makes listening sockets on its own loopback (the ports the command

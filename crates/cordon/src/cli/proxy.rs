@@ -1,0 +1,344 @@
+//! `cordon proxy`, and the proxy a `cordon run` starts for its command.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::net::IpAddr;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use cordon_net::{Blocked, DomainRule, Proxy, ProxyConfig, Rules};
+
+/// Which hosts may be reached: shared by `cordon run` and `cordon proxy`.
+#[derive(Debug, Clone, Args, Default)]
+pub struct NetFlags {
+    /// A host the command may reach: `example.com`, `*.example.com` (subdomains only),
+    /// `host:port`, an IP address or a CIDR block (repeatable).
+    #[arg(long = "allow-domain", value_name = "RULE")]
+    allow_domain: Vec<String>,
+    /// A host it may not reach, even if allowed (repeatable).
+    #[arg(long = "deny-domain", value_name = "RULE")]
+    deny_domain: Vec<String>,
+    /// Let allowed names resolve to loopback, private or link-local addresses.
+    #[arg(long)]
+    allow_private_ips: bool,
+    /// Answer NAME with ADDRESS instead of asking DNS, like curl's --resolve (repeatable).
+    #[arg(long, value_name = "NAME=ADDRESS")]
+    resolve: Vec<String>,
+}
+
+impl NetFlags {
+    /// Whether any host is allowed (then a run needs a proxy).
+    pub fn any_allowed(&self) -> bool {
+        !self.allow_domain.is_empty()
+    }
+
+    pub fn rules(&self) -> anyhow::Result<Rules> {
+        let parse = |flag: &str, list: &[String]| -> anyhow::Result<Vec<DomainRule>> {
+            list.iter()
+                .map(|r| r.parse().map_err(|e| anyhow::anyhow!("{flag} {e}")))
+                .collect()
+        };
+        Ok(Rules {
+            allow: parse("--allow-domain", &self.allow_domain)?,
+            deny: parse("--deny-domain", &self.deny_domain)?,
+            allow_private_ips: self.allow_private_ips,
+        })
+    }
+
+    fn resolve_table(&self) -> anyhow::Result<HashMap<String, Vec<IpAddr>>> {
+        let mut table: HashMap<String, Vec<IpAddr>> = HashMap::new();
+        for entry in &self.resolve {
+            let (name, addr) = entry
+                .split_once('=')
+                .with_context(|| format!("--resolve {entry:?}: write NAME=ADDRESS"))?;
+            let name = cordon_net::rules::normalise_name(name)
+                .map_err(|e| anyhow::anyhow!("--resolve {entry:?}: {e}"))?;
+            let addr: IpAddr = addr
+                .parse()
+                .with_context(|| format!("--resolve {entry:?}: `{addr}` is not an IP address"))?;
+            table.entry(name).or_default().push(addr);
+        }
+        Ok(table)
+    }
+
+    /// The same flags, to start a proxy process with.
+    fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for (flag, list) in [
+            ("--allow-domain", &self.allow_domain),
+            ("--deny-domain", &self.deny_domain),
+            ("--resolve", &self.resolve),
+        ] {
+            for v in list {
+                args.push(format!("{flag}={v}"));
+            }
+        }
+        if self.allow_private_ips {
+            args.push("--allow-private-ips".into());
+        }
+        args
+    }
+
+    fn config(&self) -> anyhow::Result<ProxyConfig> {
+        let mut config = ProxyConfig::new(self.rules()?);
+        config.resolve = self.resolve_table()?;
+        Ok(config)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    #[command(flatten)]
+    net: NetFlags,
+    /// Where to listen: `HOST:PORT` or `unix:PATH` (repeatable).
+    #[arg(long, value_name = "ADDR")]
+    listen: Vec<String>,
+    /// A listening Unix socket on this descriptor takes handed-over listeners (see
+    /// `cordon run`).
+    #[arg(long, hide = true)]
+    handoff_fd: Option<i32>,
+    /// Refused connections go to this descriptor as JSON lines instead of standard output.
+    #[arg(long, hide = true)]
+    events_fd: Option<i32>,
+    /// The `cordon run` this proxy serves: it ends when that process does.
+    #[arg(long, hide = true)]
+    parent: Option<u32>,
+}
+
+/// The most refusals a proxy started for a run writes out; a command retrying in a loop must
+/// not fill its report (nor the pipe it goes through).
+const MAX_EVENTS: usize = 100;
+
+/// `cordon proxy`: serves until killed.
+pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
+    if args.listen.is_empty() && args.handoff_fd.is_none() {
+        bail!("give at least one --listen HOST:PORT or --listen unix:PATH");
+    }
+    let config = args.net.config()?;
+    // Check every address before serving any: a typo should stop it, not half-start it.
+    let mut tcp = Vec::new();
+    let mut unix = Vec::new();
+    for l in &args.listen {
+        match l.strip_prefix("unix:") {
+            Some(path) => {
+                let _ = std::fs::remove_file(path);
+                let listener = std::os::unix::net::UnixListener::bind(path)
+                    .with_context(|| format!("--listen {l}: cannot listen"))?;
+                listener.set_nonblocking(true)?;
+                unix.push(listener);
+            }
+            None => {
+                let listener = std::net::TcpListener::bind(l.as_str()).with_context(|| {
+                    format!("--listen {l}: cannot listen (HOST:PORT or unix:PATH)")
+                })?;
+                listener.set_nonblocking(true)?;
+                eprintln!("cordon: proxy listening on {}", listener.local_addr()?);
+                tcp.push(listener);
+            }
+        }
+    }
+    if let Some(parent) = args.parent {
+        // Started by `cordon run`: its connections end when the run does, also when the run
+        // ended before this could ask to die with it.
+        cordon_sandbox::linux::die_with_parent()?;
+        if std::os::unix::process::parent_id() != parent {
+            return Ok(0);
+        }
+    }
+    let handoff = match args.handoff_fd {
+        Some(fd) => Some(adopt_unix_listener(fd)?),
+        None => None,
+    };
+    let mut events: Box<dyn std::io::Write + Send> = match args.events_fd {
+        Some(fd) => Box::new(adopt_file(fd)?),
+        None => Box::new(std::io::stdout()),
+    };
+    let limited = args.events_fd.is_some();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the proxy's runtime")?;
+    runtime.block_on(async move {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Blocked>();
+        let proxy = Arc::new(Proxy::new(config, tx));
+        for l in tcp {
+            tokio::spawn(cordon_net::serve::tcp(
+                proxy.clone(),
+                tokio::net::TcpListener::from_std(l)?,
+            ));
+        }
+        for l in unix {
+            tokio::spawn(cordon_net::serve::unix(
+                proxy.clone(),
+                tokio::net::UnixListener::from_std(l)?,
+            ));
+        }
+        if let Some(h) = handoff {
+            tokio::spawn(cordon_net::serve::handed_over(
+                proxy.clone(),
+                tokio::net::UnixListener::from_std(h)?,
+            ));
+        }
+        let mut written = 0;
+        while let Some(b) = rx.recv().await {
+            if limited && written >= MAX_EVENTS {
+                continue;
+            }
+            written += 1;
+            let line = serde_json::to_string(&b).unwrap_or_default();
+            let _ = writeln!(events, "{line}");
+            let _ = events.flush();
+        }
+        anyhow::Ok(())
+    })?;
+    Ok(0)
+}
+
+use std::io::Write as _;
+
+fn adopt_file(fd: i32) -> anyhow::Result<std::fs::File> {
+    cordon_sandbox::linux::adopt_fd(fd).with_context(|| format!("descriptor {fd}"))
+}
+
+fn adopt_unix_listener(fd: i32) -> anyhow::Result<std::os::unix::net::UnixListener> {
+    let file = adopt_file(fd)?;
+    let listener = std::os::unix::net::UnixListener::from(std::os::fd::OwnedFd::from(file));
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// The ports a sandboxed command finds the proxy on, on its own loopback.
+pub const HTTP_PORT: u16 = 3128;
+pub const SOCKS_PORT: u16 = 1080;
+
+/// The proxy process a `cordon run` starts for its command, and what it needs to end it.
+#[derive(Debug)]
+pub struct RunProxy {
+    child: std::process::Child,
+    dir: PathBuf,
+    events: std::io::PipeReader,
+}
+
+impl RunProxy {
+    /// Starts the proxy for a run when any host is allowed; the endpoint is for the spec.
+    pub fn start(
+        net: &NetFlags,
+    ) -> anyhow::Result<Option<(RunProxy, cordon_sandbox::ProxyEndpoint)>> {
+        // Every flag is checked even when no proxy is needed: a typo is an error, not silence.
+        let rules = net.rules()?;
+        net.resolve_table()?;
+        if !rules.allows_anything() {
+            return Ok(None);
+        }
+        let dir = private_dir().context("cannot make a directory for the proxy's socket")?;
+        let socket = dir.join("handoff.sock");
+        // Listening before the proxy starts, so the sandbox can hand over at once.
+        let handoff = std::os::unix::net::UnixListener::bind(&socket)
+            .with_context(|| format!("cannot listen on {}", socket.display()))?;
+        let (events, events_writer) = std::io::pipe()?;
+        let mut cmd = std::process::Command::new("/proc/self/exe");
+        cmd.arg("proxy")
+            .args(net.to_args())
+            .arg("--handoff-fd=3")
+            .arg("--events-fd=4")
+            .arg(format!("--parent={}", std::process::id()))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null());
+        cordon_sandbox::linux::pass_fd(&mut cmd, handoff.as_raw_fd(), 3);
+        cordon_sandbox::linux::pass_fd(&mut cmd, events_writer.as_raw_fd(), 4);
+        let child = cmd.spawn().context("cannot start the proxy")?;
+        let endpoint = cordon_sandbox::ProxyEndpoint {
+            socket: Some(socket),
+            http_port: HTTP_PORT,
+            socks_port: SOCKS_PORT,
+        };
+        Ok(Some((RunProxy { child, dir, events }, endpoint)))
+    }
+
+    /// Ends the proxy, and with it every connection the command's processes still hold;
+    /// returns what it refused.
+    pub fn finish(mut self) -> Vec<Blocked> {
+        self.end();
+        let mut text = String::new();
+        let _ = self.events.read_to_string(&mut text);
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<BlockedLine>(l).ok())
+            .map(|b| Blocked {
+                host: b.host,
+                port: b.port,
+                rule: b.rule,
+                via: if b.via == "socks5" { "socks5" } else { "http" },
+            })
+            .collect()
+    }
+}
+
+impl RunProxy {
+    fn end(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Drop for RunProxy {
+    /// A run that stops early (a bad flag, a setup failure) takes its proxy with it.
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// A refusal as the proxy process writes it.
+#[derive(serde::Deserialize)]
+struct BlockedLine {
+    host: String,
+    port: u16,
+    rule: String,
+    via: String,
+}
+
+/// A directory only this user can enter, for the proxy's socket.
+fn private_dir() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("cordon-proxy-{}-{stamp:x}", std::process::id()));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
+}
+
+/// What a command is told about its proxy: the usual variables, in both cases, and those a
+/// few tools read instead.
+pub fn environment(endpoint: &cordon_sandbox::ProxyEndpoint) -> Vec<(String, String)> {
+    let http = format!("http://127.0.0.1:{}", endpoint.http_port);
+    let socks = format!("socks5h://127.0.0.1:{}", endpoint.socks_port);
+    let no_proxy = "localhost,127.0.0.1,::1".to_string();
+    let mut vars = Vec::new();
+    for (name, value) in [
+        ("HTTP_PROXY", &http),
+        ("HTTPS_PROXY", &http),
+        ("ALL_PROXY", &socks),
+        ("NO_PROXY", &no_proxy),
+    ] {
+        vars.push((name.to_string(), value.clone()));
+        vars.push((name.to_ascii_lowercase(), value.clone()));
+    }
+    for (name, value) in [
+        // npm and yarn read their own settings before the standard variables.
+        ("npm_config_proxy", &http),
+        ("npm_config_https_proxy", &http),
+        ("YARN_HTTP_PROXY", &http),
+        ("YARN_HTTPS_PROXY", &http),
+        // Node's built-in fetch honours the standard variables only when told to.
+        ("NODE_USE_ENV_PROXY", &"1".to_string()),
+        ("CARGO_HTTP_PROXY", &http),
+        ("PIP_PROXY", &http),
+    ] {
+        vars.push((name.to_string(), value.clone()));
+    }
+    vars
+}

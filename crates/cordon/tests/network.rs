@@ -1,0 +1,446 @@
+//! Network egress through the real binary: `cordon run --allow-domain …` against servers this
+//! suite starts on loopback, reached by names the proxy is told with `--resolve`. Nothing here
+//! touches an address outside this machine.
+//!
+//! These need user namespaces and curl; where they are missing the tests skip with the reason,
+//! unless `CORDON_TEST_NO_SKIP` is set (CI).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{Sandbox, stderr, stdout};
+
+/// An HTTP server on 127.0.0.1 that answers every request with `body`; each accepted
+/// connection is reported on the returned channel when it ends.
+fn origin(body: &'static str) -> (u16, mpsc::Receiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (ended, ends) = mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let ended = ended.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => {
+                            let _ = ended.send(());
+                            return;
+                        }
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes());
+                // Hold the connection until the client goes.
+                while let Ok(n) = conn.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let _ = ended.send(());
+            });
+        }
+    });
+    (port, ends)
+}
+
+fn sandbox() -> Option<Sandbox> {
+    let sb = Sandbox::new()?;
+    if Command::new("curl").arg("--version").output().is_err() {
+        let why = "network tests skipped: curl is not installed";
+        assert!(
+            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+            "{why} (CORDON_TEST_NO_SKIP is set)"
+        );
+        eprintln!("{why}");
+        return None;
+    }
+    Some(sb)
+}
+
+/// `cordon run` with the names `allowed.test`, `other.test` and `denied.test` all pointing at
+/// 127.0.0.1, and `extra` flags, running `script`.
+fn run(sb: &Sandbox, extra: &[&str], script: &str, report: Option<&Path>) -> Output {
+    let mut args: Vec<String> = ["allowed.test", "other.test", "denied.test"]
+        .iter()
+        .map(|n| format!("--resolve={n}=127.0.0.1"))
+        .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    if let Some(r) = report {
+        args.push(format!("--report={}", r.display()));
+    }
+    args.push("-c".into());
+    args.push(script.into());
+    sb.command().args(&args).output().expect("run")
+}
+
+#[test]
+fn an_allowed_domain_is_reachable_and_others_are_not() {
+    let Some(sb) = sandbox() else { return };
+    let (port, _) = origin("hello from origin");
+    let report = sb.outside.join("report.json");
+    let o = run(
+        &sb,
+        &[
+            "--allow-domain=allowed.test",
+            // Subdomains of test, but on another port: other.test stays unlisted.
+            "--allow-domain=*.test:1",
+            "--deny-domain=denied.test",
+            "--allow-private-ips",
+        ],
+        &format!(
+            "curl -sS http://allowed.test:{port}/; echo; curl -sS http://other.test:{port}/; \
+             curl -sS http://denied.test:{port}/; curl -sS --noproxy '' -x http://127.0.0.1:3128 http://127.0.0.1:{port}/"
+        ),
+        Some(&report),
+    );
+    let out = stdout(&o);
+    assert!(out.contains("hello from origin"), "{out}{}", stderr(&o));
+    assert_eq!(out.matches("hello from origin").count(), 1, "{out}");
+    assert!(out.contains("cordon blocked other.test"), "{out}");
+    assert!(
+        out.contains("cordon blocked denied.test") && out.contains("denied by `denied.test`"),
+        "{out}"
+    );
+    assert!(out.contains("raw IP address"), "{out}");
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("JSON");
+    let blocked: Vec<&serde_json::Value> = r["blocked"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter(|b| b["operation"] == "connect")
+        .collect();
+    assert_eq!(blocked.len(), 3, "{r}");
+    assert!(blocked.iter().all(|b| b["exact"] == true), "{r}");
+    assert!(
+        blocked
+            .iter()
+            .any(|b| b["destination"] == format!("other.test:{port}")),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_name_pointing_at_this_machine_is_refused_without_allow_private_ips() {
+    let Some(sb) = sandbox() else { return };
+    let (port, _) = origin("should not be seen");
+    let o = run(
+        &sb,
+        &["--allow-domain=allowed.test"],
+        &format!("curl -sS http://allowed.test:{port}/"),
+        None,
+    );
+    assert!(!stdout(&o).contains("should not be seen"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("private or local address"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn socks5h_reaches_an_allowed_name_and_nothing_else() {
+    let Some(sb) = sandbox() else { return };
+    let (port, _) = origin("via socks");
+    let o = run(
+        &sb,
+        &["--allow-domain=allowed.test", "--allow-private-ips"],
+        &format!(
+            "curl -sS -x \"$ALL_PROXY\" http://allowed.test:{port}/; echo; \
+             curl -sS -x \"$ALL_PROXY\" http://other.test:{port}/ || echo refused"
+        ),
+        None,
+    );
+    let out = stdout(&o);
+    assert!(
+        out.contains("via socks") && out.contains("refused"),
+        "{out}{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_tunnel_whose_tls_names_another_host_is_cut() {
+    let Some(sb) = sandbox() else { return };
+    let (port, _) = origin("unused");
+    let report = sb.outside.join("report.json");
+    // curl asks the proxy for allowed.test but speaks TLS to other.test (domain fronting).
+    let o = run(
+        &sb,
+        &["--allow-domain=allowed.test", "--allow-private-ips"],
+        &format!(
+            "curl -sS --connect-to other.test:{port}:allowed.test:{port} https://other.test:{port}/ || echo cut"
+        ),
+        Some(&report),
+    );
+    assert!(stdout(&o).contains("cut"), "{}{}", stdout(&o), stderr(&o));
+    let r = std::fs::read_to_string(&report).expect("report");
+    assert!(r.contains("differs from the tunnel's host"), "{r}");
+}
+
+#[test]
+fn without_allowed_domains_there_is_no_way_out() {
+    let Some(sb) = sandbox() else { return };
+    let (port, _) = origin("should not be seen");
+    let o = run(
+        &sb,
+        &[],
+        &format!(
+            "curl -sS --max-time 3 http://allowed.test:{port}/; \
+             curl -sS --max-time 3 -x http://127.0.0.1:3128 http://allowed.test:{port}/; echo done"
+        ),
+        None,
+    );
+    assert!(stdout(&o).contains("done"), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("should not be seen"), "{}", stdout(&o));
+}
+
+#[test]
+fn connections_left_open_end_with_the_run() {
+    let Some(sb) = sandbox() else { return };
+    let (port, ends) = origin("x");
+    // A background client that keeps its tunnel open long after the command has ended.
+    let script = format!(
+        "python3 -c \"
+import socket, time
+s = socket.create_connection(('127.0.0.1', 3128))
+s.sendall(b'CONNECT allowed.test:{port} HTTP/1.1\\r\\n\\r\\n')
+s.recv(100)
+s.sendall(b'GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')
+time.sleep(60)
+\" & sleep 1; echo started"
+    );
+    let o = run(
+        &sb,
+        &["--allow-domain=allowed.test", "--allow-private-ips"],
+        &script,
+        None,
+    );
+    assert!(stdout(&o).contains("started"), "{}", stderr(&o));
+    assert!(
+        ends.recv_timeout(Duration::from_secs(5)).is_ok(),
+        "the tunnel outlived the run"
+    );
+}
+
+#[test]
+fn bad_network_flags_are_named() {
+    let Some(sb) = sandbox() else { return };
+    for (flag, want) in [
+        ("--allow-domain=*", "wildcard"),
+        ("--deny-domain=exa mple.com", "not a valid host name"),
+        ("--resolve=allowed.test", "NAME=ADDRESS"),
+        ("--allow-domain=a.com:0", "port"),
+    ] {
+        let o = sb
+            .command()
+            .args([flag, "--", "true"])
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{flag}: {}", stderr(&o));
+    }
+    let o = sb
+        .command()
+        .args(["--allow-domain=a.com", "--network=host", "--", "true"])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--network none"), "{}", stderr(&o));
+}
+
+/// A TLS server for `allowed.test` on 127.0.0.1, with a certificate from a throw-away CA
+/// written to `dir/ca.pem`; answers every request with `body`.
+fn tls_origin(dir: &Path, body: &str) -> Option<(std::process::Child, u16)> {
+    let openssl = |args: &[&str]| {
+        Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    std::fs::write(dir.join("ext"), "subjectAltName=DNS:allowed.test").ok()?;
+    let made = openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=cordon test CA",
+    ]) && openssl(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "srv.key",
+        "-out",
+        "srv.csr",
+        "-subj",
+        "/CN=allowed.test",
+    ]) && openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "srv.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "ext",
+    ]);
+    if !made {
+        return None;
+    }
+    let server = format!(
+        r#"
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"{body}"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain("srv.pem", "srv.key")
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#
+    );
+    let mut child = Command::new("python3")
+        .args(["-c", &server])
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take()?),
+        &mut line,
+    )
+    .ok()?;
+    let port = line.trim().parse().ok()?;
+    Some((child, port))
+}
+
+#[test]
+fn https_to_an_allowed_domain_works_through_the_tunnel() {
+    let Some(sb) = sandbox() else { return };
+    let Some((mut server, port)) = tls_origin(&sb.ws, "hello over tls") else {
+        let why = "the HTTPS test needs openssl and python3's ssl module";
+        assert!(
+            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+            "{why} (CORDON_TEST_NO_SKIP is set)"
+        );
+        eprintln!("{why}");
+        return;
+    };
+    let o = run(
+        &sb,
+        &["--allow-domain=allowed.test", "--allow-private-ips"],
+        &format!("curl -sS --cacert ca.pem https://allowed.test:{port}/"),
+        None,
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(stdout(&o), "hello over tls", "{}", stderr(&o));
+}
+
+#[test]
+fn the_proxy_runs_alone_for_other_tools() {
+    if Command::new("curl").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+            "curl is missing"
+        );
+        return;
+    }
+    let (port, _) = origin("alone");
+    let mut proxy = Command::new(common::cordon_bin())
+        .args([
+            "proxy",
+            "--listen=127.0.0.1:0",
+            "--allow-domain=allowed.test",
+            "--allow-private-ips",
+            "--resolve=allowed.test=127.0.0.1",
+            "--resolve=other.test=127.0.0.1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("proxy");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(proxy.stderr.take().expect("stderr")),
+        &mut line,
+    )
+    .expect("read");
+    let addr = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .expect("an address")
+        .to_string();
+    let curl = |url: &str| {
+        Command::new("curl")
+            .args(["-sS", "--noproxy", "", "-x", &format!("http://{addr}"), url])
+            .output()
+            .expect("curl")
+    };
+    let ok = curl(&format!("http://allowed.test:{port}/"));
+    let refused = curl(&format!("http://other.test:{port}/"));
+    let _ = proxy.kill();
+    let mut events = String::new();
+    let _ = proxy
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut events);
+    let _ = proxy.wait();
+    assert_eq!(stdout(&ok), "alone", "{line}{}", stderr(&ok));
+    assert!(stdout(&refused).contains("cordon blocked other.test"));
+    let event: serde_json::Value =
+        serde_json::from_str(events.lines().next().expect("an event line")).expect("JSON");
+    assert_eq!(event["host"], "other.test");
+
+    let o = Command::new(common::cordon_bin())
+        .args(["proxy", "--listen=nowhere", "--allow-domain=a.com"])
+        .output()
+        .expect("proxy");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--listen nowhere"), "{}", stderr(&o));
+}
