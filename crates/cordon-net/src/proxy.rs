@@ -34,6 +34,9 @@ pub struct ProxyConfig {
     pub connect_timeout: Duration,
     /// Asked about a name no rule speaks of; without it such names are refused.
     pub ask: Option<Ask>,
+    /// Bytes buffered per direction of a tunnel: larger moves bulk data with fewer system
+    /// calls, smaller holds less per open tunnel (see docs/BENCHMARKS.md).
+    pub tunnel_buffer: usize,
 }
 
 impl std::fmt::Debug for ProxyConfig {
@@ -44,6 +47,7 @@ impl std::fmt::Debug for ProxyConfig {
             .field("request_timeout", &self.request_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("ask", &self.ask.is_some())
+            .field("tunnel_buffer", &self.tunnel_buffer)
             .finish()
     }
 }
@@ -56,6 +60,7 @@ impl ProxyConfig {
             request_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             ask: None,
+            tunnel_buffer: 32 * 1024,
         }
     }
 }
@@ -316,7 +321,16 @@ impl Proxy {
                 }
             }
         }
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+        self.relay(&mut client, &mut upstream).await;
+    }
+
+    /// Passes bytes both ways until both sides are done.
+    async fn relay<S>(&self, client: &mut S, upstream: &mut TcpStream)
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let size = self.config.tunnel_buffer;
+        let _ = tokio::io::copy_bidirectional_with_sizes(client, upstream, size, size).await;
     }
 
     async fn socks<S>(&self, mut client: S)
@@ -391,7 +405,7 @@ impl Proxy {
         if upstream.write_all(&first).await.is_err() {
             return;
         }
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+        self.relay(&mut client, &mut upstream).await;
     }
 }
 
