@@ -5,6 +5,8 @@ pub mod proxy;
 pub mod rules;
 #[cfg(target_os = "linux")]
 pub mod serve;
+#[cfg(target_os = "linux")]
+mod splice;
 pub mod wire;
 
 pub use proxy::{Blocked, Proxy, ProxyConfig};

@@ -100,7 +100,7 @@ impl Proxy {
     /// Serves one client connection to its end.
     pub async fn handle<S>(&self, mut client: S)
     where
-        S: AsyncRead + AsyncWrite + Unpin,
+        S: AsyncRead + AsyncWrite + Unpin + 'static,
     {
         let mut first = [0u8; 1];
         let limit = self.config.request_timeout;
@@ -252,7 +252,7 @@ impl Proxy {
 
     async fn http<S>(&self, mut client: S, first: u8)
     where
-        S: AsyncRead + AsyncWrite + Unpin,
+        S: AsyncRead + AsyncWrite + Unpin + 'static,
     {
         let mut buf = vec![first];
         let req = match self
@@ -324,18 +324,24 @@ impl Proxy {
         self.relay(&mut client, &mut upstream).await;
     }
 
-    /// Passes bytes both ways until both sides are done.
+    /// Passes bytes both ways until both sides are done: inside the kernel when both are TCP
+    /// sockets (on Linux), else through two buffers of `tunnel_buffer` bytes.
     async fn relay<S>(&self, client: &mut S, upstream: &mut TcpStream)
     where
-        S: AsyncRead + AsyncWrite + Unpin,
+        S: AsyncRead + AsyncWrite + Unpin + 'static,
     {
+        #[cfg(target_os = "linux")]
+        if let Some(tcp) = (client as &mut dyn std::any::Any).downcast_mut::<TcpStream>() {
+            let _ = crate::splice::relay(tcp, upstream).await;
+            return;
+        }
         let size = self.config.tunnel_buffer;
         let _ = tokio::io::copy_bidirectional_with_sizes(client, upstream, size, size).await;
     }
 
     async fn socks<S>(&self, mut client: S)
     where
-        S: AsyncRead + AsyncWrite + Unpin,
+        S: AsyncRead + AsyncWrite + Unpin + 'static,
     {
         let mut buf = vec![5];
         let (no_auth, used) = match self

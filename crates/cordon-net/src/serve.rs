@@ -6,6 +6,19 @@ use tokio::net::{TcpListener, UnixListener};
 
 use crate::Proxy;
 
+/// Raises this process's limit on open descriptors to the most it may have: each tunnel holds
+/// two sockets and a pipe each way, and the usual soft limit (1024) would cap a proxy at a
+/// few hundred tunnels. Returns the limit now in force.
+pub fn raise_descriptor_limit() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if let Some(max) = limit.maximum {
+        limit.current = Some(max);
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
 /// Serves clients of `listener` until it fails.
 pub async fn tcp(proxy: Arc<Proxy>, listener: TcpListener) -> std::io::Result<()> {
     loop {

@@ -157,6 +157,7 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
         None => Box::new(std::io::stdout()),
     };
     let limited = args.events_fd.is_some();
+    cordon_net::serve::raise_descriptor_limit();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
