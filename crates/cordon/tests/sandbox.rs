@@ -498,3 +498,22 @@ fn a_cpu_share_holds_for_root_and_is_reported_missing_otherwise() {
         );
     }
 }
+
+#[test]
+fn programs_can_start_threads_in_both_modes() {
+    // libc starts threads with clone3 and falls back to clone only on "not implemented"; a
+    // filter answering "not permitted" would leave every multi-threaded program broken.
+    let script = "import threading\nt = threading.Thread(target=print, args=('thread ran',))\nt.start()\nt.join()\nimport ctypes\nl = ctypes.CDLL(None, use_errno=True)\nprint('clone3', l.syscall(435, 0, 0), ctypes.get_errno())";
+    for mode in [common::Mode::Namespaces, common::Mode::LandlockOnly] {
+        let Some(sb) = Sandbox::with_mode(mode) else {
+            return;
+        };
+        let o = sb.run(&["--", "python3", "-c", script]);
+        assert_eq!(
+            stdout(&o),
+            "thread ran\nclone3 -1 38\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+}

@@ -2,8 +2,8 @@
 //!
 //! Built with seccompiler (pure-Rust BPF). Calls from another architecture's ABI (32-bit
 //! `int 0x80`) kill the process (seccompiler's architecture check); calls through the x32 ABI
-//! (the same syscall numbers with bit 30 set) are all refused by a four-instruction filter of
-//! their own, so they cannot go around a rule and the main filter need not list them twice
+//! (the same syscall numbers with bit 30 set) are all refused by a six-instruction guard filter
+//! ahead of it, so they cannot go around a rule and the main filter need not list them twice
 //! (a filter's length is what the kernel pays to load it, on every run).
 
 use std::collections::BTreeMap;
@@ -94,39 +94,28 @@ const NAMESPACE_FLAGS: &[u64] = &[
 /// The x32 ABI marks its syscall numbers with this bit.
 const X32_BIT: u32 = 0x4000_0000;
 
-/// Refuses every call made through the x32 ABI. Nothing a command runs needs it, and its
-/// numbering (with its own `ioctl`, say) would otherwise have to be mirrored rule by rule.
-fn x32_guard() -> BpfProgram {
+/// A short filter ahead of the main one, for answers the main one cannot give (it has one
+/// errno for everything):
+/// - every call through the x32 ABI is refused (EPERM). Nothing a command runs needs it, and
+///   its numbering (with its own `ioctl`, say) would otherwise have to be mirrored rule by rule;
+/// - `clone3` answers "not implemented" (ENOSYS): it passes its flags in memory the filter
+///   cannot read, and ENOSYS is what makes libc fall back to `clone`, whose flags it can. With
+///   EPERM, libc gives up instead and no program could start a thread.
+fn guard() -> BpfProgram {
     use seccompiler::sock_filter;
     const LOAD_NR: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     const JUMP_IF_SET: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    const JUMP_IF_EQUAL: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
     const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let step = |code, jt, jf, k| sock_filter { code, jt, jf, k };
     vec![
         // seccomp_data.nr is at offset 0.
-        sock_filter {
-            code: LOAD_NR,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        },
-        sock_filter {
-            code: JUMP_IF_SET,
-            jt: 0,
-            jf: 1,
-            k: X32_BIT,
-        },
-        sock_filter {
-            code: RETURN,
-            jt: 0,
-            jf: 0,
-            k: libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
-        },
-        sock_filter {
-            code: RETURN,
-            jt: 0,
-            jf: 0,
-            k: libc::SECCOMP_RET_ALLOW,
-        },
+        step(LOAD_NR, 0, 0, 0),
+        step(JUMP_IF_SET, 0, 1, X32_BIT),
+        step(RETURN, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        step(JUMP_IF_EQUAL, 0, 1, libc::SYS_clone3 as u32),
+        step(RETURN, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        step(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
     ]
 }
 
@@ -175,9 +164,6 @@ pub fn build(allow_unix: bool, extra: Extra) -> Result<BpfProgram, String> {
     for (nr, _why) in DENIED {
         add(*nr, Vec::new());
     }
-    // clone3 passes its flags in memory the filter cannot read; refusing it makes libc fall
-    // back to clone, whose flags it can.
-    add(libc::SYS_clone3, Vec::new());
     let clone_rules = NAMESPACE_FLAGS
         .iter()
         .map(|&flag| rule(vec![cond(0, SeccompCmpOp::MaskedEq(flag), flag)?]))
@@ -236,10 +222,8 @@ pub fn build(allow_unix: bool, extra: Extra) -> Result<BpfProgram, String> {
         .map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
-/// Installs the filter, and the x32 guard where there is an x32 ABI.
+/// Installs the guard and the filter.
 pub fn apply(program: &BpfProgram) -> Result<(), String> {
-    if cfg!(target_arch = "x86_64") {
-        seccompiler::apply_filter(&x32_guard()).map_err(|e| e.to_string())?;
-    }
+    seccompiler::apply_filter(&guard()).map_err(|e| e.to_string())?;
     seccompiler::apply_filter(program).map_err(|e| e.to_string())
 }
