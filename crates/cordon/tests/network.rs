@@ -444,3 +444,32 @@ fn the_proxy_runs_alone_for_other_tools() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--listen nowhere"), "{}", stderr(&o));
 }
+
+#[test]
+fn cordon_connect_carries_ssh_and_git_through_the_socks_proxy() {
+    let Some(sb) = sandbox() else { return };
+    let (port, _) = origin("through connect");
+    let cordon = common::cordon_bin();
+    let o = run(
+        &sb,
+        &["--allow-domain=allowed.test", "--allow-private-ips"],
+        &format!(
+            "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | '{c}' connect allowed.test {port}; echo; \
+             '{c}' connect other.test {port} </dev/null || echo refused; echo \"$GIT_SSH_COMMAND\"",
+            c = cordon.display()
+        ),
+        None,
+    );
+    let out = stdout(&o);
+    assert!(out.contains("through connect"), "{out}{}", stderr(&o));
+    assert!(out.contains("refused"), "{out}");
+    assert!(
+        stderr(&o).contains("not allowed by cordon's rules"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        out.contains("ProxyCommand=") && out.contains(" connect %h %p"),
+        "{out}"
+    );
+}

@@ -42,6 +42,10 @@ enum Command {
     /// and other tools: only the allowed hosts are reachable; refusals print as JSON lines.
     #[cfg(target_os = "linux")]
     Proxy(proxy::ProxyArgs),
+    /// A TCP connection through the run's SOCKS5 proxy on standard input and output: ssh's
+    /// ProxyCommand inside `cordon run` (git over SSH) without nc.
+    #[cfg(target_os = "linux")]
+    Connect(proxy::ConnectArgs),
     /// What this machine supports, what cordon will enforce here, and how to fix what is
     /// missing; exits 1 when the sandbox cannot be had.
     #[cfg(target_os = "linux")]
@@ -127,6 +131,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => run::run(args),
         #[cfg(target_os = "linux")]
         Command::Proxy(args) => proxy::proxy(args),
+        #[cfg(target_os = "linux")]
+        Command::Connect(args) => proxy::connect(args),
         #[cfg(target_os = "linux")]
         Command::Doctor { json } => run::doctor(json),
     }

@@ -315,6 +315,12 @@ fn private_dir() -> std::io::Result<PathBuf> {
 /// What a command is told about its proxy: the usual variables, in both cases, and those a
 /// few tools read instead.
 pub fn environment(endpoint: &cordon_sandbox::ProxyEndpoint) -> Vec<(String, String)> {
+    // git over SSH goes through the SOCKS proxy with cordon itself as ssh's ProxyCommand.
+    let ssh = std::env::current_exe()
+        .ok()
+        .map(|cordon| cordon.display().to_string())
+        .filter(|cordon| !cordon.contains('\''))
+        .map(|cordon| format!("ssh -o ProxyCommand='{cordon} connect %h %p'"));
     let http = format!("http://127.0.0.1:{}", endpoint.http_port);
     let socks = format!("socks5h://127.0.0.1:{}", endpoint.socks_port);
     let no_proxy = "localhost,127.0.0.1,::1".to_string();
@@ -341,5 +347,75 @@ pub fn environment(endpoint: &cordon_sandbox::ProxyEndpoint) -> Vec<(String, Str
     ] {
         vars.push((name.to_string(), value.clone()));
     }
+    if let Some(ssh) = ssh {
+        vars.push(("GIT_SSH_COMMAND".to_string(), ssh));
+    }
     vars
+}
+
+#[derive(Debug, Args)]
+pub struct ConnectArgs {
+    /// The host to reach.
+    host: String,
+    /// Its port.
+    port: u16,
+    /// The SOCKS5 proxy to go through [default: $ALL_PROXY, which `cordon run` sets].
+    #[arg(long, value_name = "HOST:PORT")]
+    proxy: Option<String>,
+}
+
+/// `cordon connect HOST PORT`: a TCP connection through the run's SOCKS5 proxy, on standard
+/// input and output, for ssh's `ProxyCommand` (git over SSH) where no `nc` is installed.
+pub fn connect(args: ConnectArgs) -> anyhow::Result<u8> {
+    let proxy = match args.proxy {
+        Some(p) => p,
+        None => {
+            let all = std::env::var("ALL_PROXY")
+                .or_else(|_| std::env::var("all_proxy"))
+                .context("no --proxy given and ALL_PROXY is not set (cordon run sets it when a host is allowed)")?;
+            all.strip_prefix("socks5h://")
+                .or_else(|| all.strip_prefix("socks5://"))
+                .with_context(|| format!("ALL_PROXY={all} is not a socks5:// address"))?
+                .trim_end_matches('/')
+                .to_string()
+        }
+    };
+    let name = args.host.as_bytes();
+    if name.is_empty() || name.len() > 255 {
+        bail!("`{}` is not a host name", args.host);
+    }
+    let mut stream = std::net::TcpStream::connect(&proxy)
+        .with_context(|| format!("cannot reach the SOCKS5 proxy at {proxy}"))?;
+    use std::io::Write;
+    stream.write_all(&[5, 1, 0])?;
+    let mut reply = [0u8; 2];
+    stream.read_exact(&mut reply)?;
+    if reply != [5, 0] {
+        bail!("the proxy at {proxy} does not speak SOCKS5 without authentication");
+    }
+    let mut request = vec![5, 1, 0, 3, name.len() as u8];
+    request.extend_from_slice(name);
+    request.extend_from_slice(&args.port.to_be_bytes());
+    stream.write_all(&request)?;
+    let mut answer = [0u8; 10];
+    stream.read_exact(&mut answer)?;
+    if answer[1] != 0 {
+        let why = match answer[1] {
+            2 => "not allowed by cordon's rules",
+            4 => "host unreachable",
+            5 => "connection refused",
+            _ => "the proxy refused",
+        };
+        bail!("{}:{}: {why}", args.host, args.port);
+    }
+    // Both directions at once: standard input to the connection on a thread, the connection
+    // to standard output here.
+    let mut upstream = stream.try_clone()?;
+    let sender = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut upstream);
+        let _ = upstream.shutdown(std::net::Shutdown::Write);
+    });
+    let _ = std::io::copy(&mut stream, &mut std::io::stdout().lock());
+    drop(sender);
+    Ok(0)
 }
