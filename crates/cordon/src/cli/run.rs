@@ -276,6 +276,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         spec.env.retain(|(k, _)| !vars.iter().any(|(v, _)| v == k));
         spec.env.extend(vars);
         spec.network = NetworkMode::Proxy(endpoint.clone());
+        // `cordon connect` (ssh's ProxyCommand) is this binary; under /tmp, which the sandbox
+        // replaces with its own, it is shown read-only.
+        if let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize)
+            && exe.starts_with("/tmp")
+        {
+            spec.reopened.push(exe);
+        }
     }
     let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings);
     let result = run_sandboxed(&spec);
