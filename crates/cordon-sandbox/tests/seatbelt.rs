@@ -1,5 +1,5 @@
 //! The Seatbelt profile and log parser, on any OS: golden profiles for a matrix of specs,
-//! escaping of hostile paths, and the named profiles' meaning.
+//! escaping of hostile paths, the named profiles' meaning, and the parser on log fixtures.
 //!
 //! Regenerate the golden files after an intended change with
 //! `UPDATE_GOLDEN=1 cargo test -p cordon-sandbox --test seatbelt`, then read the diff: the
@@ -10,7 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use cordon_sandbox::seatbelt::{
-    NamedProfile, Options, ProfileChoice, ProfileError, generate, glob_to_regex,
+    IgnoreViolations, NamedProfile, Options, ProfileChoice, ProfileError, generate, glob_to_regex,
+    violations,
 };
 use cordon_sandbox::{Isolation, Limits, NetworkMode, ProxyEndpoint, SandboxSpec};
 
@@ -550,4 +551,58 @@ fn every_path_parameter_is_escaped() {
         assert!(re.is_match(r#"/Users/me/g"l(o)b\/b-key.pem"#));
         assert!(!re.is_match(r#"/Users/me/g"l(o)b\/d-key.pem"#));
     }
+}
+
+const FIXTURE_TAG: &str = "fixture-run";
+
+fn fixture() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seatbelt-log.ndjson");
+    std::fs::read_to_string(path).expect("fixture")
+}
+
+#[test]
+fn the_log_fixture_yields_this_runs_denials_without_noise_or_ignored_paths() {
+    let ignore = IgnoreViolations {
+        rules: vec![("npm *".into(), vec!["/Users/me/.npm".into()])],
+    };
+    let found = violations(&fixture(), FIXTURE_TAG, "npm install", &ignore);
+    let got: Vec<(&str, Option<&str>)> = found
+        .iter()
+        .map(|v| (v.operation, v.path.as_deref().and_then(Path::to_str)))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("create", Some("/private/etc/cordon-x")),
+            ("read", Some("/Users/me/.ssh/id_ed25519")),
+            ("write", Some("/Users/me/proj/.git")),
+            ("network", None),
+            ("create", Some("/Users/me/proj/.bashrc")),
+        ]
+    );
+    assert!(found.iter().all(|v| v.exact && v.action.is_none()));
+    assert!(
+        found[0].rule.contains("file-write-create"),
+        "{}",
+        found[0].rule
+    );
+    assert!(
+        found[3]
+            .evidence
+            .as_deref()
+            .is_some_and(|e| e.contains("93.184.216.34:443")),
+        "{:?}",
+        found[3]
+    );
+
+    // The same log for another command: npm's cache write is reported.
+    let other = violations(&fixture(), FIXTURE_TAG, "yarn install", &ignore);
+    assert!(
+        other
+            .iter()
+            .any(|v| v.path.as_deref() == Some(Path::new("/Users/me/.npm/_logs/debug.log")))
+    );
+    // Another run's tag sees only its own.
+    let theirs = violations(&fixture(), "other-run", "x", &IgnoreViolations::default());
+    assert_eq!(theirs.len(), 1, "{theirs:?}");
 }

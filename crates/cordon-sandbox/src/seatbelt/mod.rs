@@ -10,23 +10,32 @@
 //! - `paths.rs`: paths the way macOS resolves them (`/tmp` → `/private/tmp`).
 //! - `glob.rs`: patterns as regexes, and SBPL string literals.
 //! - `profile.rs`: the profile, cordon's own and the named ones.
+//! - `log.rs`: what the kernel logged as denied, turned into [`crate::Violation`]s.
+//! - `exec.rs`: starting the command under `sandbox-exec` and collecting its denials.
 //!
 //! docs/PLATFORMS.md says what of this has been run on a real Mac (the profile and the parser
 //! are tested here against documented formats; nothing has yet been run on macOS).
 
+mod exec;
 mod glob;
+mod log;
 mod paths;
 mod profile;
 
 use std::path::PathBuf;
 
+pub use exec::{Ended, ExecError, Programs, run};
 pub use glob::{escape_regex, glob_to_regex, is_glob, sbpl_string};
+pub use log::{IgnoreViolations, LogDenial, denials_in, log_show_args, parse_line, violations};
 pub use paths::canonical;
 pub use profile::{NamedProfile, Options, ProfileChoice, generate};
 
 /// The only `sandbox-exec` cordon runs: by absolute path, never looked up on `PATH`, which the
 /// command's environment (and so whoever wrote it) controls.
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
+/// macOS's log tool, which holds the kernel's record of what Seatbelt denied.
+pub const LOG_TOOL: &str = "/usr/bin/log";
 
 /// A generated profile: its text and the parameters it reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
