@@ -1,10 +1,12 @@
 //! Command-line parsing and dispatch.
 
+#[cfg(unix)]
+mod backend;
 mod check;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod paths;
 mod policy;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod run;
 mod setup;
 
@@ -34,7 +36,7 @@ enum Command {
     /// Run a command in the sandbox: it reads what it needs, writes only the working
     /// directory, its private /tmp and allowed paths, sees no other processes, has no network
     /// but loopback, and holds no privileges.
-    #[cfg(target_os = "linux")]
+    #[cfg(unix)]
     Run(run::RunArgs),
     /// What this machine supports, what cordon will enforce here, and how to fix what is
     /// missing; exits 1 when the sandbox cannot be had.
@@ -117,7 +119,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Policy(cmd) => policy::run(cmd),
-        #[cfg(target_os = "linux")]
+        #[cfg(unix)]
         Command::Run(args) => run::run(args),
         #[cfg(target_os = "linux")]
         Command::Doctor { json } => run::doctor(json),
