@@ -3,11 +3,14 @@
 //! A [`SandboxSpec`] is plain data — the command, its directory and environment, the paths it
 //! may write, its network — built by the front end and handed to a backend. The Linux backend
 //! (`linux/`) enforces it with namespaces, a read-only mount view with writable binds,
-//! `no_new_privs` and Landlock.
+//! `no_new_privs` and Landlock; the Seatbelt backend (`seatbelt/`) writes the same spec as a
+//! macOS sandbox profile, built and tested on every OS.
 
 #[cfg(target_os = "linux")]
 pub mod handoff;
 mod protect;
+#[cfg(unix)]
+pub mod seatbelt;
 mod snapshot;
 mod spec;
 mod violations;

@@ -576,3 +576,207 @@ fn bad_or_too_broad_run_patterns_exit_2_naming_the_flag_and_pattern() {
     ];
     assert_bad_calls(&env, cases);
 }
+
+/// The `---- title ----` sections `cordon run --dry-run` prints for Seatbelt, by title.
+fn dry_run_sections(out: &str) -> Vec<(String, String)> {
+    let mut sections: Vec<(String, String)> = Vec::new();
+    for line in out.split_inclusive('\n') {
+        match line
+            .strip_prefix("---- ")
+            .and_then(|l| l.trim_end().strip_suffix(" ----"))
+        {
+            Some(title) => sections.push((title.to_string(), String::new())),
+            None => match sections.last_mut() {
+                Some((_, body)) => body.push_str(line),
+                None => panic!("text before the first section: {line:?}"),
+            },
+        }
+    }
+    sections
+}
+
+fn section<'a>(sections: &'a [(String, String)], title: &str) -> &'a str {
+    sections
+        .iter()
+        .find(|(t, _)| t.starts_with(title))
+        .map(|(_, body)| body.as_str())
+        .unwrap_or_else(|| panic!("no {title} section in {sections:?}"))
+}
+
+/// What `cordon run --backend seatbelt --dry-run` would execute, split back into words.
+fn dry_run_command(out: &str) -> Vec<String> {
+    let sections = dry_run_sections(out);
+    let command = section(&sections, "command");
+    shlex::split(command.trim_end_matches('\n')).expect("the command is valid shell")
+}
+
+/// `/tmp/x` as macOS resolves it; other paths as they are.
+fn as_macos_sees(p: &Path) -> String {
+    let text = p.display().to_string();
+    for link in ["/tmp/", "/var/", "/etc/"] {
+        if text.starts_with(link) {
+            return format!("/private{text}");
+        }
+    }
+    text
+}
+
+#[test]
+fn seatbelt_dry_run_prints_the_profile_and_the_sandbox_exec_command_on_any_os() {
+    let env = Env::new();
+    let o = env.cordon(
+        &[
+            "run",
+            "--backend",
+            "seatbelt",
+            "--dry-run",
+            "--",
+            "echo",
+            "hi",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let sections = dry_run_sections(&out);
+    let profile = section(&sections, "seatbelt profile");
+    assert!(profile.starts_with("(version 1)\n"), "{profile}");
+    assert!(
+        profile.contains("(deny default (with message \"cordon-"),
+        "{profile}"
+    );
+    let argv = dry_run_command(&out);
+    assert_eq!(argv[..2], ["/usr/bin/sandbox-exec", "-p"]);
+    assert_eq!(argv[2], profile, "the command carries the printed profile");
+    assert_eq!(argv[argv.len() - 3..], ["--", "echo", "hi"]);
+    let ws = std::fs::canonicalize(env.path("ws")).expect("ws");
+    assert!(
+        argv.contains(&format!("-DCWD={}", as_macos_sees(&ws))),
+        "{argv:?}"
+    );
+    // Every parameter listed is passed, and nothing ran.
+    for line in section(&sections, "parameters").lines() {
+        let word = shlex::split(line).expect("quoted").concat();
+        assert!(argv.contains(&format!("-D{word}")), "{line}");
+    }
+    assert!(!ws.join("hi").exists());
+}
+
+#[test]
+fn seatbelt_dry_run_uses_named_profiles_and_the_users_own_file() {
+    let env = Env::new();
+    let o = env.cordon(
+        &[
+            "run",
+            "--backend",
+            "seatbelt",
+            "--dry-run",
+            "--seatbelt-profile",
+            "restrictive-open",
+            "--",
+            "true",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let argv = dry_run_command(&stdout(&o));
+    assert!(argv[2].contains("Profile: restrictive-open"), "{}", argv[2]);
+    assert!(argv[2].contains("\n(allow network*)\n"));
+
+    let own = env.write("ws/mine.sb", "(version 1)\n(allow default)\n");
+    let o = env.cordon(
+        &[
+            "run",
+            "--backend",
+            "seatbelt",
+            "--dry-run",
+            "--seatbelt-profile",
+            own.to_str().expect("utf-8"),
+            "--",
+            "true",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let argv = dry_run_command(&stdout(&o));
+    assert_eq!(argv[2], "(version 1)\n(allow default)\n");
+    assert!(argv.iter().any(|a| a.starts_with("-DCWD=")), "{argv:?}");
+}
+
+#[test]
+fn linux_dry_run_prints_the_spec_as_json() {
+    let env = Env::new();
+    let o = env.cordon(
+        &["run", "--backend", "linux", "--dry-run", "--", "echo", "hi"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let spec = json(&o);
+    assert_eq!(spec["argv"], serde_json::json!(["echo", "hi"]));
+    assert_eq!(spec["network"], "none");
+}
+
+#[test]
+fn bad_backend_calls_exit_2_and_say_what_to_do() {
+    let env = Env::new();
+    let mut cases: Vec<(&[&str], &str)> = vec![
+        (
+            &[
+                "run",
+                "--backend",
+                "linux",
+                "--seatbelt-profile",
+                "strict-open",
+                "--",
+                "true",
+            ],
+            "--seatbelt-profile is for the seatbelt backend; add --backend seatbelt",
+        ),
+        (
+            &[
+                "run",
+                "--backend",
+                "seatbelt",
+                "--dry-run",
+                "--seatbelt-profile",
+                "strict",
+                "--",
+                "true",
+            ],
+            "unknown seatbelt profile \"strict\"",
+        ),
+        (
+            &[
+                "run",
+                "--backend",
+                "seatbelt",
+                "--dry-run",
+                "--seatbelt-profile",
+                "strict-proxied",
+                "--",
+                "true",
+            ],
+            "strict-proxied sends the network through cordon's proxy, but this run has none",
+        ),
+        (
+            &[
+                "run",
+                "--backend",
+                "seatbelt",
+                "--dry-run",
+                "--seatbelt-profile",
+                "missing.sb",
+                "--",
+                "true",
+            ],
+            "--seatbelt-profile missing.sb: cannot read the profile",
+        ),
+    ];
+    if !cfg!(target_os = "macos") {
+        cases.push((
+            &["run", "--backend", "seatbelt", "--", "echo", "hi"],
+            "--backend seatbelt: Seatbelt exists only on macOS; add --dry-run",
+        ));
+    }
+    assert_bad_calls(&env, &cases);
+}

@@ -1,12 +1,14 @@
 //! Command-line parsing and dispatch.
 
+#[cfg(unix)]
+mod backend;
 mod check;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod paths;
 mod policy;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod proxy;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod run;
 mod setup;
 
@@ -36,7 +38,7 @@ enum Command {
     /// Run a command in the sandbox: it reads what it needs, writes only the working
     /// directory, its private /tmp and allowed paths, sees no other processes, has no network
     /// but loopback, and holds no privileges.
-    #[cfg(target_os = "linux")]
+    #[cfg(unix)]
     Run(run::RunArgs),
     /// cordon's egress proxy on its own (HTTP and SOCKS5 on each address), for containers
     /// and other tools: only the allowed hosts are reachable; refusals print as JSON lines.
@@ -44,7 +46,7 @@ enum Command {
     Proxy(proxy::ProxyArgs),
     /// A TCP connection through the run's SOCKS5 proxy on standard input and output: ssh's
     /// ProxyCommand inside `cordon run` (git over SSH) without nc.
-    #[cfg(target_os = "linux")]
+    #[cfg(unix)]
     Connect(proxy::ConnectArgs),
     /// What this machine supports, what cordon will enforce here, and how to fix what is
     /// missing; exits 1 when the sandbox cannot be had.
@@ -127,11 +129,11 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Policy(cmd) => policy::run(cmd),
-        #[cfg(target_os = "linux")]
+        #[cfg(unix)]
         Command::Run(args) => run::run(args),
         #[cfg(target_os = "linux")]
         Command::Proxy(args) => proxy::proxy(args),
-        #[cfg(target_os = "linux")]
+        #[cfg(unix)]
         Command::Connect(args) => proxy::connect(args),
         #[cfg(target_os = "linux")]
         Command::Doctor { json } => run::doctor(json),

@@ -113,6 +113,7 @@ pub struct ProxyArgs {
 const MAX_EVENTS: usize = 100;
 
 /// `cordon proxy`: serves until killed.
+#[cfg(target_os = "linux")]
 pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
     if args.listen.is_empty() && args.handoff_fd.is_none() {
         bail!("give at least one --listen HOST:PORT or --listen unix:PATH");
@@ -200,10 +201,12 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
 
 use std::io::Write as _;
 
+#[cfg(target_os = "linux")]
 fn adopt_file(fd: i32) -> anyhow::Result<std::fs::File> {
     cordon_sandbox::linux::adopt_fd(fd).with_context(|| format!("descriptor {fd}"))
 }
 
+#[cfg(target_os = "linux")]
 fn adopt_unix_listener(fd: i32) -> anyhow::Result<std::os::unix::net::UnixListener> {
     let file = adopt_file(fd)?;
     let listener = std::os::unix::net::UnixListener::from(std::os::fd::OwnedFd::from(file));
@@ -216,6 +219,7 @@ pub const HTTP_PORT: u16 = 3128;
 pub const SOCKS_PORT: u16 = 1080;
 
 /// The proxy process a `cordon run` starts for its command, and what it needs to end it.
+#[cfg(target_os = "linux")]
 #[derive(Debug)]
 pub struct RunProxy {
     child: std::process::Child,
@@ -223,6 +227,7 @@ pub struct RunProxy {
     events: std::io::PipeReader,
 }
 
+#[cfg(target_os = "linux")]
 impl RunProxy {
     /// Starts the proxy for a run when any host is allowed; the endpoint is for the spec.
     pub fn start(
@@ -277,6 +282,7 @@ impl RunProxy {
     }
 }
 
+#[cfg(target_os = "linux")]
 impl RunProxy {
     fn end(&mut self) {
         let _ = self.child.kill();
@@ -285,6 +291,7 @@ impl RunProxy {
     }
 }
 
+#[cfg(target_os = "linux")]
 impl Drop for RunProxy {
     /// A run that stops early (a bad flag, a setup failure) takes its proxy with it.
     fn drop(&mut self) {
@@ -293,6 +300,7 @@ impl Drop for RunProxy {
 }
 
 /// A refusal as the proxy process writes it.
+#[cfg(target_os = "linux")]
 #[derive(serde::Deserialize)]
 struct BlockedLine {
     host: String,
@@ -302,6 +310,7 @@ struct BlockedLine {
 }
 
 /// A directory only this user can enter, for the proxy's socket.
+#[cfg(target_os = "linux")]
 fn private_dir() -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let stamp = std::time::SystemTime::now()
@@ -310,6 +319,28 @@ fn private_dir() -> std::io::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("cordon-proxy-{}-{stamp:x}", std::process::id()));
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     Ok(dir)
+}
+
+/// Where the proxy a run needs is not built yet (it needs a network namespace to hand its
+/// ports over from): a run with an allowed host is refused rather than run without it.
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug)]
+pub struct RunProxy;
+
+#[cfg(not(target_os = "linux"))]
+impl RunProxy {
+    pub fn start(
+        net: &NetFlags,
+    ) -> anyhow::Result<Option<(RunProxy, cordon_sandbox::ProxyEndpoint)>> {
+        if net.rules()?.allows_anything() {
+            bail!("--allow-domain needs cordon's proxy, which runs only on Linux so far");
+        }
+        Ok(None)
+    }
+
+    pub fn finish(self) -> Vec<Blocked> {
+        Vec::new()
+    }
 }
 
 /// What a command is told about its proxy: the usual variables, in both cases, and those a

@@ -3,10 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::backend::{BackendArgs, Elsewhere, RunCgroups, run_linux as run_sandboxed};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use cordon_sandbox::linux::cgroups::RunCgroups;
-use cordon_sandbox::linux::run as run_sandboxed;
 use cordon_sandbox::{
     Isolation, Limits, NetworkMode, RunGuard, SandboxSpec, Violation, existing_protected,
     filter_environment, linked_worktree_writable,
@@ -80,6 +79,8 @@ pub struct RunArgs {
     /// Run this string with /bin/sh -c.
     #[arg(short = 'c', value_name = "SHELL STRING", conflicts_with = "command")]
     shell: Option<String>,
+    #[command(flatten)]
+    backend: BackendArgs,
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -143,6 +144,7 @@ fn parse_cpus(s: &str) -> Result<u64, String> {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    args.backend.validate()?;
     let argv = match (&args.shell, args.command.is_empty()) {
         (Some(s), _) => vec!["/bin/sh".to_string(), "-c".to_string(), s.clone()],
         (None, false) => args.command.clone(),
@@ -208,9 +210,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     // root's default limit then needs no pids group, whose set-up (a cgroup v1 attach) can
     // stall a run for milliseconds. An explicit --max-processes stays exact.
     let max_processes = args.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES);
-    let pid_max = (isolation != Isolation::LandlockOnly
-        && cordon_sandbox::linux::pid_max_per_namespace())
-    .then_some(max_processes + 1);
+    let pid_max = (isolation != Isolation::LandlockOnly && super::backend::pid_max_per_namespace())
+        .then_some(max_processes + 1);
     let wanted = Limits {
         max_processes: Some(max_processes),
         pid_max,
@@ -225,8 +226,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             .filter(|_| args.max_processes.is_some() || pid_max.is_none()),
         ..wanted
     };
-    let (groups, missed) = RunCgroups::create(&grouped);
-    let root = cordon_sandbox::linux::is_root();
+    let (groups, missed) = if args.backend.runs_linux() {
+        RunCgroups::create(&grouped)
+    } else {
+        Default::default()
+    };
+    let root = super::backend::is_root();
     if missed.contains(&"max-processes") && root {
         eprintln!(
             "cordon: warning: no pids cgroup could be made, and process limits do not bind root; --max-processes is not enforced"
@@ -265,11 +270,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         isolation,
         allow_local_binding: false,
     };
-    let mut spec = spec;
-    // Allowed hosts: cordon's proxy becomes the command's only way out.
     if args.net.any_allowed() && matches!(args.network, Network::Host) {
         bail!("--allow-domain needs the sandbox's own network (--network none, the default)");
     }
+    let elsewhere = Elsewhere {
+        spec: &spec,
+        wanted: &wanted,
+        deny_read: &args.deny_read,
+        own_settings: &own_settings,
+        report: args.report.as_deref(),
+    };
+    if let Some(code) = super::backend::run_elsewhere(&args.backend, elsewhere)? {
+        return Ok(code);
+    }
+    let mut spec = spec;
+    // Allowed hosts: cordon's proxy becomes the command's only way out.
     let proxy = RunProxy::start(&args.net)?;
     if let Some((_, endpoint)) = &proxy {
         let vars = super::proxy::environment(endpoint);
@@ -370,6 +385,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
 }
 
 /// `cordon doctor`.
+#[cfg(target_os = "linux")]
 pub fn doctor(json: bool) -> anyhow::Result<u8> {
     let found = cordon_sandbox::linux::doctor::probe();
     let missing_required = found.iter().any(|m| m.required && !m.available);

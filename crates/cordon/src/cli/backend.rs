@@ -1,0 +1,365 @@
+//! `cordon run --backend`: which sandbox enforces the spec, and `--dry-run`, which shows what
+//! would run without running it. The spec is built the same way for every backend; this
+//! module takes over where the Linux backend would start.
+//!
+//! Seatbelt runs only on macOS, but its profile and command line are built and printed on
+//! any OS, and the code that runs them is compiled (and, with stand-ins, tested) here too.
+
+use std::hash::{BuildHasher, Hasher};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use cordon_sandbox::seatbelt::{
+    self, IgnoreViolations, NamedProfile, Options, ProfileChoice, Programs, is_glob,
+};
+use cordon_sandbox::{Limits, RunGuard, SandboxSpec, Violation};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// Namespaces, Landlock and seccomp (Linux).
+    Linux,
+    /// Seatbelt, through /usr/bin/sandbox-exec (macOS).
+    Seatbelt,
+}
+
+#[derive(Debug, Args)]
+pub struct BackendArgs {
+    /// Which sandbox enforces the run: linux or seatbelt [default: this OS's own].
+    #[arg(long, value_enum)]
+    backend: Option<Backend>,
+    /// Print what would run and run nothing: for seatbelt the profile and the sandbox-exec
+    /// command, for linux the sandbox spec as JSON.
+    #[arg(long)]
+    dry_run: bool,
+    /// The Seatbelt profile: permissive-open, permissive-proxied, restrictive-open,
+    /// restrictive-proxied, strict-open, strict-proxied, or your own .sb file (given the same
+    /// -D parameters) [default: built from this run's flags].
+    #[arg(long, value_name = "NAME|PATH.sb")]
+    seatbelt_profile: Option<String>,
+}
+
+impl BackendArgs {
+    fn backend(&self) -> Backend {
+        self.backend.unwrap_or(if cfg!(target_os = "macos") {
+            Backend::Seatbelt
+        } else {
+            Backend::Linux
+        })
+    }
+
+    /// Refuses combinations that cannot run here, before anything is set up.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        match self.backend() {
+            Backend::Linux if self.seatbelt_profile.is_some() => {
+                bail!("--seatbelt-profile is for the seatbelt backend; add --backend seatbelt")
+            }
+            Backend::Linux if !cfg!(target_os = "linux") && !self.dry_run => {
+                bail!(
+                    "--backend linux: that sandbox exists only on Linux; add --dry-run to see the spec"
+                )
+            }
+            Backend::Seatbelt if !cfg!(target_os = "macos") && !self.dry_run => bail!(
+                "--backend seatbelt: Seatbelt exists only on macOS; add --dry-run to print the profile and the sandbox-exec command it would run"
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether this run is a real one on the Linux backend (which alone uses control groups).
+    pub fn runs_linux(&self) -> bool {
+        self.backend() == Backend::Linux && !self.dry_run
+    }
+}
+
+/// Everything `cordon run` knows that a backend other than a real Linux run needs.
+#[derive(Debug)]
+pub struct Elsewhere<'a> {
+    pub spec: &'a SandboxSpec,
+    /// The limits asked for, before the Linux backend decided how to hold them.
+    pub wanted: &'a Limits,
+    /// `--deny-read` as typed: its patterns also hide paths created later under Seatbelt.
+    pub deny_read: &'a [PathBuf],
+    pub own_settings: &'a [PathBuf],
+    pub report: Option<&'a Path>,
+}
+
+/// Runs (or, with `--dry-run`, shows) the spec on any backend but a real Linux run, and
+/// returns the exit status; `None` means: go on with the Linux backend.
+pub fn run_elsewhere(args: &BackendArgs, run: Elsewhere<'_>) -> anyhow::Result<Option<u8>> {
+    match (args.backend(), args.dry_run) {
+        (Backend::Linux, false) => Ok(None),
+        (Backend::Linux, true) => {
+            println!("{}", serde_json::to_string_pretty(run.spec)?);
+            Ok(Some(0))
+        }
+        (Backend::Seatbelt, dry_run) => {
+            let (profile, options) = seatbelt_profile(args, &run)?;
+            if dry_run {
+                print_dry_run(run.spec, &profile, &options)?;
+                return Ok(Some(0));
+            }
+            if cfg!(target_os = "macos") {
+                run_seatbelt(&run, &profile, &options).map(Some)
+            } else {
+                args.validate()?;
+                bail!("--backend seatbelt: Seatbelt exists only on macOS")
+            }
+        }
+    }
+}
+
+/// A tag no other run shares: the process id, the time, and the standard library's
+/// per-process random hash keys.
+fn run_tag() -> String {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    format!("{:016x}", h.finish())
+}
+
+fn seatbelt_profile(
+    args: &BackendArgs,
+    run: &Elsewhere<'_>,
+) -> anyhow::Result<(seatbelt::Profile, Options)> {
+    let tag = run_tag();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut hidden_globs = Vec::new();
+    for p in run.deny_read {
+        let Some(text) = p.to_str().filter(|t| is_glob(t)) else {
+            continue;
+        };
+        let absolute = match text.strip_prefix("~/") {
+            Some(rest) => home
+                .as_ref()
+                .with_context(|| format!("--deny-read {text}: ~ needs HOME to be set"))?
+                .join(rest),
+            None => run.spec.cwd.join(text),
+        };
+        hidden_globs.push(absolute.to_string_lossy().into_owned());
+    }
+    let (choice, own_file) = match args.seatbelt_profile.as_deref() {
+        None => (ProfileChoice::Spec, None),
+        Some(name) => match NamedProfile::parse(name) {
+            Some(named) => (ProfileChoice::Named(named), None),
+            None if name.ends_with(".sb") || name.contains('/') => {
+                let text = std::fs::read_to_string(name).with_context(|| {
+                    format!("--seatbelt-profile {name}: cannot read the profile")
+                })?;
+                (ProfileChoice::Spec, Some(text))
+            }
+            None => return Err(seatbelt::ProfileError::Unknown(name.to_string()).into()),
+        },
+    };
+    let options = Options {
+        tmpdir: std::env::temp_dir().join(format!("cordon-{tag}")),
+        tag,
+        hidden_globs,
+        choice,
+    };
+    let profile = seatbelt::generate(run.spec, &options)?;
+    let profile = match own_file {
+        Some(text) => profile.with_text(text),
+        None => profile,
+    };
+    Ok((profile, options))
+}
+
+fn quote(s: &str) -> anyhow::Result<String> {
+    Ok(shlex::try_quote(s)
+        .context("a NUL byte cannot be passed to a command")?
+        .into_owned())
+}
+
+fn print_dry_run(
+    spec: &SandboxSpec,
+    profile: &seatbelt::Profile,
+    options: &Options,
+) -> anyhow::Result<()> {
+    println!("---- seatbelt profile (cordon run --dry-run: nothing was run) ----");
+    print!("{}", profile.text);
+    if !profile.text.ends_with('\n') {
+        println!();
+    }
+    println!("---- parameters ----");
+    for (k, v) in &profile.params {
+        println!("{k}={}", quote(v)?);
+    }
+    println!("---- environment ----");
+    let names: Vec<&str> = spec.env.iter().map(|(k, _)| k.as_str()).collect();
+    println!(
+        "only these variables ({}), and TMPDIR={}: {}",
+        names.len(),
+        quote(&options.tmpdir.to_string_lossy())?,
+        names.join(" ")
+    );
+    println!("---- command (in {}) ----", spec.cwd.display());
+    let line = profile
+        .command_line(&spec.argv)
+        .iter()
+        .map(|a| quote(a))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    println!("{}", line.join(" "));
+    Ok(())
+}
+
+/// What Seatbelt cannot enforce of the limits asked for.
+fn unenforced(wanted: &Limits) -> Vec<String> {
+    let mut out = vec![
+        "the number of processes is not bounded (macOS has no per-sandbox process limit)"
+            .to_string(),
+        "processes the command leaves in the background outlive it".to_string(),
+    ];
+    if wanted.memory_bytes.is_some() {
+        out.push("--memory is not enforced by the seatbelt backend".to_string());
+    }
+    if wanted.cpu_seconds.is_some() {
+        out.push("--cpu-time is not enforced by the seatbelt backend".to_string());
+    }
+    if wanted.cpu_millis.is_some() {
+        out.push("--cpus is not enforced by the seatbelt backend".to_string());
+    }
+    out
+}
+
+/// A real run under sandbox-exec (macOS only; compiled everywhere so it is checked).
+fn run_seatbelt(
+    run: &Elsewhere<'_>,
+    profile: &seatbelt::Profile,
+    options: &Options,
+) -> anyhow::Result<u8> {
+    let spec = run.spec;
+    let weaker = unenforced(run.wanted);
+    eprintln!("cordon: warning: this run is confined less strictly than asked:");
+    for w in &weaker {
+        eprintln!("cordon:   - {w}");
+    }
+    let guard = RunGuard::before(&spec.cwd, &spec.writable, run.own_settings);
+    let result = seatbelt::run(
+        spec,
+        profile,
+        &options.tmpdir,
+        &options.tag,
+        &IgnoreViolations::default(),
+        &Programs::default(),
+    );
+    let undone = guard.undo();
+    let mut blocked: Vec<Violation> = undone
+        .iter()
+        .map(|u| Violation {
+            path: Some(u.path.clone()),
+            destination: None,
+            operation: "create",
+            rule: u.why.to_string(),
+            exact: true,
+            action: Some("removed"),
+            evidence: None,
+        })
+        .collect();
+    let (code, timed_out, error) = match &result {
+        Ok(ended) => {
+            blocked.extend(ended.violations.iter().cloned());
+            if ended.timed_out {
+                eprintln!("cordon: the command ran longer than --timeout and was killed");
+            }
+            (
+                u8::try_from(ended.code).unwrap_or(u8::MAX),
+                ended.timed_out,
+                None,
+            )
+        }
+        Err(e) => {
+            eprintln!("cordon: {e}");
+            (e.exit_code(), false, Some(e.to_string()))
+        }
+    };
+    if !blocked.is_empty() {
+        eprintln!("cordon: ---- blocked by the sandbox ----");
+        for v in &blocked {
+            eprintln!("cordon: {}", v.describe());
+        }
+        eprintln!("cordon: ----");
+    }
+    if let Some(path) = run.report {
+        let report = serde_json::json!({
+            "exit_code": code,
+            "timed_out": timed_out,
+            "setup_error": error,
+            "weaker": weaker,
+            "blocked": blocked,
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("--report {}: cannot write the report", path.display()))?;
+    }
+    Ok(code)
+}
+
+/// Host facilities the Linux backend uses; elsewhere there are none.
+#[cfg(target_os = "linux")]
+pub use cordon_sandbox::linux::{
+    cgroups::RunCgroups, is_root, pid_max_per_namespace, run as run_linux,
+};
+
+#[cfg(not(target_os = "linux"))]
+pub use not_linux::{RunCgroups, is_root, pid_max_per_namespace, run_linux};
+
+/// Stand-ins with the Linux backend's shapes, so `cordon run` builds its spec the same way on
+/// every OS. `validate` keeps them from ever being asked to run anything. Compiled on Linux
+/// too, so they are checked where the project is built.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+mod not_linux {
+    use std::path::PathBuf;
+
+    use cordon_sandbox::{Limits, SandboxSpec, Violation};
+
+    #[derive(Debug, Default)]
+    pub struct RunCgroups;
+
+    impl RunCgroups {
+        pub fn create(_: &Limits) -> (Self, Vec<&'static str>) {
+            (RunCgroups, Vec::new())
+        }
+
+        pub fn procs_files(&self) -> Vec<PathBuf> {
+            Vec::new()
+        }
+    }
+
+    pub fn is_root() -> bool {
+        false
+    }
+
+    pub fn pid_max_per_namespace() -> bool {
+        false
+    }
+
+    #[derive(Debug)]
+    pub struct RunOutcome {
+        pub code: i32,
+        pub timed_out: bool,
+        pub weaker: Vec<String>,
+        pub restored: Vec<PathBuf>,
+        pub inferred: Vec<Violation>,
+    }
+
+    #[derive(Debug)]
+    pub struct RunError;
+
+    impl std::fmt::Display for RunError {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("the linux backend runs only on Linux; use --backend seatbelt")
+        }
+    }
+
+    impl RunError {
+        pub fn exit_code(&self) -> u8 {
+            cordon_sandbox::exit::SETUP_FAILED
+        }
+    }
+
+    pub fn run_linux(_: &SandboxSpec) -> Result<RunOutcome, RunError> {
+        Err(RunError)
+    }
+}
