@@ -3,7 +3,7 @@
 
 pub mod proxy;
 pub mod rules;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub mod serve;
 #[cfg(target_os = "linux")]
 mod splice;

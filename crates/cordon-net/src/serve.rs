@@ -38,6 +38,7 @@ pub async fn unix(proxy: Arc<Proxy>, listener: UnixListener) -> std::io::Result<
     }
 }
 
+#[cfg(target_os = "linux")]
 /// Takes listening sockets handed over on `handoff` (see [`cordon_sandbox::handoff`]) and
 /// serves each.
 pub async fn handed_over(proxy: Arc<Proxy>, handoff: UnixListener) -> std::io::Result<()> {
