@@ -19,6 +19,38 @@ use crate::wire::{
     self, MAX_HEAD, MAX_HELLO, Parsed, RequestKind, SocksRequest, Target, socks_reply,
 };
 
+/// An existing proxy every connection goes through (a corporate network's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upstream {
+    /// `http://host:port`: a `CONNECT` for each connection.
+    Http(String),
+    /// `socks5://host:port` (or `socks5h://`): a SOCKS5 CONNECT, by name.
+    Socks5(String),
+}
+
+impl std::str::FromStr for Upstream {
+    type Err = String;
+
+    fn from_str(url: &str) -> Result<Self, String> {
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| format!("`{url}`: write http://HOST:PORT or socks5://HOST:PORT"))?;
+        let addr = rest.trim_end_matches('/');
+        if addr.is_empty() || addr.contains(['/', '@']) || !addr.contains(':') {
+            return Err(format!(
+                "`{url}`: give HOST:PORT after the scheme, with no path or credentials"
+            ));
+        }
+        match scheme.to_ascii_lowercase().as_str() {
+            "http" => Ok(Upstream::Http(addr.to_string())),
+            "socks5" | "socks5h" => Ok(Upstream::Socks5(addr.to_string())),
+            other => Err(format!(
+                "`{url}`: unknown scheme `{other}` (http or socks5)"
+            )),
+        }
+    }
+}
+
 /// Answers whether a destination no rule speaks of may be reached (a person at a terminal, an
 /// embedding program).
 pub type Ask = Box<dyn Fn(&Host, u16) -> bool + Send + Sync>;
@@ -37,6 +69,8 @@ pub struct ProxyConfig {
     /// Bytes buffered per direction of a tunnel: larger moves bulk data with fewer system
     /// calls, smaller holds less per open tunnel (see docs/BENCHMARKS.md).
     pub tunnel_buffer: usize,
+    /// A proxy to go through instead of connecting directly.
+    pub upstream: Option<Upstream>,
 }
 
 impl std::fmt::Debug for ProxyConfig {
@@ -48,6 +82,7 @@ impl std::fmt::Debug for ProxyConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("ask", &self.ask.is_some())
             .field("tunnel_buffer", &self.tunnel_buffer)
+            .field("upstream", &self.upstream)
             .finish()
     }
 }
@@ -61,6 +96,7 @@ impl ProxyConfig {
             connect_timeout: Duration::from_secs(10),
             ask: None,
             tunnel_buffer: 32 * 1024,
+            upstream: None,
         }
     }
 }
@@ -140,6 +176,9 @@ impl Proxy {
     /// Resolves and connects, only ever to an address the rules accept: the address checked
     /// is the one connected to, so a name cannot be re-pointed in between.
     async fn connect(&self, target: &Target) -> Result<TcpStream, Refusal> {
+        if let Some(upstream) = &self.config.upstream {
+            return self.connect_upstream(upstream, target).await;
+        }
         let addresses: Vec<IpAddr> = match &target.host {
             Host::Ip(ip) => vec![*ip],
             Host::Name(name) => match self.config.resolve.get(name) {
@@ -185,6 +224,68 @@ impl Proxy {
                 socks_reply::HOST_UNREACHABLE,
             )),
         }
+    }
+
+    /// Through an upstream proxy, which resolves the name itself (behind a corporate proxy the
+    /// local resolver often cannot). Where the name resolves here too, an answer with only
+    /// private or local addresses is still refused.
+    async fn connect_upstream(
+        &self,
+        upstream: &Upstream,
+        target: &Target,
+    ) -> Result<TcpStream, Refusal> {
+        let local: Vec<IpAddr> = match &target.host {
+            Host::Ip(ip) => vec![*ip],
+            Host::Name(name) => match self.config.resolve.get(name) {
+                Some(ips) => ips.clone(),
+                None => {
+                    let lookup = tokio::net::lookup_host((name.as_str(), target.port));
+                    match tokio::time::timeout(Duration::from_secs(2), lookup).await {
+                        Ok(Ok(addrs)) => addrs.map(|a| a.ip()).collect(),
+                        _ => Vec::new(),
+                    }
+                }
+            },
+        };
+        let checks: Vec<Result<(), String>> = local
+            .iter()
+            .map(|ip| self.config.rules.check_address(*ip, target.port))
+            .collect();
+        if let Some(Err(why)) = checks.first()
+            && checks.iter().all(Result::is_err)
+        {
+            return Err(Refusal::Blocked(why.clone()));
+        }
+        let (addr, socks) = match upstream {
+            Upstream::Http(a) => (a, false),
+            Upstream::Socks5(a) => (a, true),
+        };
+        let failed = |why: String| {
+            Refusal::Failed(
+                format!("upstream proxy {addr}: {why}"),
+                socks_reply::GENERAL_FAILURE,
+            )
+        };
+        let mut stream = tokio::time::timeout(
+            self.config.connect_timeout,
+            TcpStream::connect(addr.as_str()),
+        )
+        .await
+        .map_err(|_| failed("timed out".into()))?
+        .map_err(|e| failed(e.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        let handshake = async {
+            if socks {
+                socks_handshake(&mut stream, target).await
+            } else {
+                http_handshake(&mut stream, target).await
+            }
+        };
+        tokio::time::timeout(self.config.request_timeout, handshake)
+            .await
+            .map_err(|_| failed("no answer".into()))?
+            .map_err(failed)?;
+        Ok(stream)
     }
 
     /// Reads until `parse` has an answer, within the request timeout and `max` bytes.
@@ -413,6 +514,89 @@ impl Proxy {
         }
         self.relay(&mut client, &mut upstream).await;
     }
+}
+
+/// Asks an HTTP proxy for a tunnel to `target`; reads its answer a byte at a time, so that
+/// nothing the server sends first (an SSH banner) is taken with it.
+async fn http_handshake(stream: &mut TcpStream, target: &Target) -> Result<(), String> {
+    let authority = format!("{}:{}", target.host, target.port);
+    stream
+        .write_all(format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() >= MAX_HEAD {
+            return Err("an answer over 16 KiB".into());
+        }
+        let mut byte = [0u8; 1];
+        match stream.read(&mut byte).await {
+            Ok(1) => head.push(byte[0]),
+            _ => return Err("closed the connection".into()),
+        }
+    }
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut response = httparse::Response::new(&mut headers);
+    match response.parse(&head) {
+        Ok(httparse::Status::Complete(_))
+            if response.code.is_some_and(|c| (200..300).contains(&c)) =>
+        {
+            Ok(())
+        }
+        Ok(httparse::Status::Complete(_)) => Err(format!(
+            "answered {} {}",
+            response.code.unwrap_or(0),
+            response.reason.unwrap_or("")
+        )),
+        _ => Err("a malformed answer".into()),
+    }
+}
+
+/// Asks a SOCKS5 proxy for a connection to `target`, by name.
+async fn socks_handshake(stream: &mut TcpStream, target: &Target) -> Result<(), String> {
+    let io = |e: std::io::Error| e.to_string();
+    stream.write_all(&[5, 1, 0]).await.map_err(io)?;
+    let mut choice = [0u8; 2];
+    stream.read_exact(&mut choice).await.map_err(io)?;
+    if choice != [5, 0] {
+        return Err("wants authentication".into());
+    }
+    let mut request = vec![5, 1, 0];
+    match &target.host {
+        Host::Name(n) => {
+            request.push(3);
+            request.push(u8::try_from(n.len()).map_err(|_| "name too long".to_string())?);
+            request.extend_from_slice(n.as_bytes());
+        }
+        Host::Ip(IpAddr::V4(ip)) => {
+            request.push(1);
+            request.extend_from_slice(&ip.octets());
+        }
+        Host::Ip(IpAddr::V6(ip)) => {
+            request.push(4);
+            request.extend_from_slice(&ip.octets());
+        }
+    }
+    request.extend_from_slice(&target.port.to_be_bytes());
+    stream.write_all(&request).await.map_err(io)?;
+    let mut reply = [0u8; 4];
+    stream.read_exact(&mut reply).await.map_err(io)?;
+    if reply[1] != socks_reply::SUCCEEDED {
+        return Err(format!("refused with SOCKS5 reply {}", reply[1]));
+    }
+    let rest = match reply[3] {
+        1 => 4 + 2,
+        4 => 16 + 2,
+        3 => {
+            let mut n = [0u8; 1];
+            stream.read_exact(&mut n).await.map_err(io)?;
+            usize::from(n[0]) + 2
+        }
+        other => return Err(format!("an unknown address type {other}")),
+    };
+    let mut bound = vec![0u8; rest];
+    stream.read_exact(&mut bound).await.map_err(io)?;
+    Ok(())
 }
 
 fn blocked_text(target: &Target, why: &str) -> String {

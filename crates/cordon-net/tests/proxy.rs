@@ -218,3 +218,55 @@ async fn bad_and_slow_clients_get_an_answer_or_the_door() {
     );
     assert!(start.elapsed() < Duration::from_secs(3));
 }
+
+/// A proxy allowing `allow`, with every test name pointing at 127.0.0.1, going through
+/// `upstream` when given.
+async fn proxy_with(allow: &[&str], upstream: Option<cordon_net::Upstream>) -> SocketAddr {
+    let rules = Rules {
+        allow: allow.iter().map(|r| r.parse().expect("rule")).collect(),
+        deny: Vec::new(),
+        allow_private_ips: true,
+    };
+    let mut config = ProxyConfig::new(rules);
+    for name in ["allowed.test", "other.test"] {
+        config
+            .resolve
+            .insert(name.to_string(), vec!["127.0.0.1".parse().expect("ip")]);
+    }
+    config.upstream = upstream;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(cordon_net::serve::tcp(
+        Arc::new(Proxy::new(config, tx)),
+        listener,
+    ));
+    addr
+}
+
+#[tokio::test]
+async fn connections_go_through_an_upstream_proxy_and_its_refusals_count() {
+    let origin = origin().await;
+    let port = origin.port();
+    // The upstream allows only allowed.test; the front would allow other.test too.
+    let upstream = proxy_with(&["allowed.test"], None).await;
+    for kind in ["http", "socks5"] {
+        let up: cordon_net::Upstream = format!("{kind}://{upstream}").parse().expect("upstream");
+        let front = proxy_with(&["allowed.test", "other.test"], Some(up)).await;
+        let out = exchange(front, &connect_request("allowed.test", port)).await;
+        assert!(
+            out.starts_with("HTTP/1.1 200") && out.ends_with("origin got: ping"),
+            "{kind}: {out}"
+        );
+        let out = exchange(front, &connect_request("other.test", port)).await;
+        assert!(
+            out.starts_with("HTTP/1.1 502"),
+            "{kind}: the upstream's refusal must hold: {out}"
+        );
+        assert!(!out.contains("origin got"), "{kind}: {out}");
+    }
+    for bad in ["ftp://a:1", "http://a", "http://u:p@a:1", "a:1"] {
+        assert!(bad.parse::<cordon_net::Upstream>().is_err(), "{bad}");
+    }
+}

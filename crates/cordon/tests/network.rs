@@ -244,6 +244,7 @@ fn bad_network_flags_are_named() {
         ("--deny-domain=exa mple.com", "not a valid host name"),
         ("--resolve=allowed.test", "NAME=ADDRESS"),
         ("--allow-domain=a.com:0", "port"),
+        ("--upstream-proxy=ftp://x:1", "unknown scheme"),
     ] {
         let o = sb
             .command()
@@ -472,4 +473,50 @@ fn cordon_connect_carries_ssh_and_git_through_the_socks_proxy() {
         out.contains("ProxyCommand=") && out.contains(" connect %h %p"),
         "{out}"
     );
+}
+
+#[test]
+fn an_upstream_proxy_carries_the_runs_connections() {
+    let Some(sb) = sandbox() else { return };
+    let (port, _) = origin("via upstream");
+    // The upstream is cordon's own proxy, allowing only allowed.test; the run would also
+    // allow other.test, so a refusal of it shows the connection went upstream.
+    let mut upstream = Command::new(common::cordon_bin())
+        .args([
+            "proxy",
+            "--listen=127.0.0.1:0",
+            "--allow-domain=allowed.test",
+            "--allow-private-ips",
+            "--resolve=allowed.test=127.0.0.1",
+            "--resolve=other.test=127.0.0.1",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("proxy");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(upstream.stderr.take().expect("stderr")),
+        &mut line,
+    )
+    .expect("read");
+    let addr = line.trim().rsplit(' ').next().expect("address").to_string();
+    let o = run(
+        &sb,
+        &[
+            "--allow-domain=allowed.test",
+            "--allow-domain=other.test",
+            "--allow-private-ips",
+            &format!("--upstream-proxy=http://{addr}"),
+        ],
+        &format!(
+            "curl -sS http://allowed.test:{port}/; echo; curl -sS http://other.test:{port}/ || echo refused-upstream"
+        ),
+        None,
+    );
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+    let out = stdout(&o);
+    assert!(out.contains("via upstream"), "{out}{}", stderr(&o));
+    assert!(out.contains("upstream proxy"), "{out}");
 }

@@ -27,6 +27,10 @@ pub struct NetFlags {
     /// Answer NAME with ADDRESS instead of asking DNS, like curl's --resolve (repeatable).
     #[arg(long, value_name = "NAME=ADDRESS")]
     resolve: Vec<String>,
+    /// Go through this existing proxy (http://HOST:PORT or socks5://HOST:PORT), as on a
+    /// corporate network; it resolves names itself.
+    #[arg(long, value_name = "URL")]
+    upstream_proxy: Option<String>,
 }
 
 impl NetFlags {
@@ -79,12 +83,26 @@ impl NetFlags {
         if self.allow_private_ips {
             args.push("--allow-private-ips".into());
         }
+        if let Some(up) = &self.upstream_proxy {
+            args.push(format!("--upstream-proxy={up}"));
+        }
         args
+    }
+
+    fn upstream(&self) -> anyhow::Result<Option<cordon_net::Upstream>> {
+        self.upstream_proxy
+            .as_deref()
+            .map(|u| {
+                u.parse()
+                    .map_err(|e| anyhow::anyhow!("--upstream-proxy {e}"))
+            })
+            .transpose()
     }
 
     fn config(&self) -> anyhow::Result<ProxyConfig> {
         let mut config = ProxyConfig::new(self.rules()?);
         config.resolve = self.resolve_table()?;
+        config.upstream = self.upstream()?;
         Ok(config)
     }
 }
@@ -236,6 +254,7 @@ impl RunProxy {
         // Every flag is checked even when no proxy is needed: a typo is an error, not silence.
         let rules = net.rules()?;
         net.resolve_table()?;
+        net.upstream()?;
         if !rules.allows_anything() {
             return Ok(None);
         }
