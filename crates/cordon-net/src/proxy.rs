@@ -403,16 +403,8 @@ impl Proxy {
                 {
                     return;
                 }
-                let first = match self.check_server_name(&mut client, rest, &target).await {
-                    Ok(b) => b,
-                    Err(why) => {
-                        self.record(&target, &why, "http");
-                        return;
-                    }
-                };
-                if upstream.write_all(&first).await.is_err() {
-                    return;
-                }
+                self.tunnel(client, upstream, rest, &target, "http").await;
+                return;
             }
             RequestKind::Forward { head } => {
                 if upstream.write_all(&head).await.is_err()
@@ -484,7 +476,7 @@ impl Proxy {
             return;
         }
         let rest = buf.split_off(used);
-        let mut upstream = match self.connect(&target).await {
+        let upstream = match self.connect(&target).await {
             Ok(s) => s,
             Err(Refusal::Blocked(why)) => {
                 self.record(&target, &why, "socks5");
@@ -502,10 +494,25 @@ impl Proxy {
         {
             return;
         }
-        let first = match self.check_server_name(&mut client, rest, &target).await {
+        self.tunnel(client, upstream, rest, &target, "socks5").await;
+    }
+
+    /// A granted tunnel: its TLS server name checked, what the client sent so far passed on,
+    /// then bytes both ways.
+    async fn tunnel<S>(
+        &self,
+        mut client: S,
+        mut upstream: TcpStream,
+        read: Vec<u8>,
+        target: &Target,
+        via: &'static str,
+    ) where
+        S: AsyncRead + AsyncWrite + Unpin + 'static,
+    {
+        let first = match self.check_server_name(&mut client, read, target).await {
             Ok(b) => b,
             Err(why) => {
-                self.record(&target, &why, "socks5");
+                self.record(target, &why, via);
                 return;
             }
         };

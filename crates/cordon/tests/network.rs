@@ -381,25 +381,11 @@ fn https_to_an_allowed_domain_works_through_the_tunnel() {
     assert_eq!(stdout(&o), "hello over tls", "{}", stderr(&o));
 }
 
-#[test]
-fn the_proxy_runs_alone_for_other_tools() {
-    if Command::new("curl").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
-            "curl is missing"
-        );
-        return;
-    }
-    let (port, _) = origin("alone");
+/// A standalone `cordon proxy` on 127.0.0.1 with `args`, and the address it listens on.
+fn standalone_proxy(args: &[&str]) -> (std::process::Child, String) {
     let mut proxy = Command::new(common::cordon_bin())
-        .args([
-            "proxy",
-            "--listen=127.0.0.1:0",
-            "--allow-domain=allowed.test",
-            "--allow-private-ips",
-            "--resolve=allowed.test=127.0.0.1",
-            "--resolve=other.test=127.0.0.1",
-        ])
+        .args(["proxy", "--listen=127.0.0.1:0"])
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -416,6 +402,25 @@ fn the_proxy_runs_alone_for_other_tools() {
         .next()
         .expect("an address")
         .to_string();
+    (proxy, addr)
+}
+
+#[test]
+fn the_proxy_runs_alone_for_other_tools() {
+    if Command::new("curl").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+            "curl is missing"
+        );
+        return;
+    }
+    let (port, _) = origin("alone");
+    let (mut proxy, addr) = standalone_proxy(&[
+        "--allow-domain=allowed.test",
+        "--allow-private-ips",
+        "--resolve=allowed.test=127.0.0.1",
+        "--resolve=other.test=127.0.0.1",
+    ]);
     let curl = |url: &str| {
         Command::new("curl")
             .args(["-sS", "--noproxy", "", "-x", &format!("http://{addr}"), url])
@@ -432,7 +437,7 @@ fn the_proxy_runs_alone_for_other_tools() {
         .expect("stdout")
         .read_to_string(&mut events);
     let _ = proxy.wait();
-    assert_eq!(stdout(&ok), "alone", "{line}{}", stderr(&ok));
+    assert_eq!(stdout(&ok), "alone", "{addr}: {}", stderr(&ok));
     assert!(stdout(&refused).contains("cordon blocked other.test"));
     let event: serde_json::Value =
         serde_json::from_str(events.lines().next().expect("an event line")).expect("JSON");
@@ -481,26 +486,12 @@ fn an_upstream_proxy_carries_the_runs_connections() {
     let (port, _) = origin("via upstream");
     // The upstream is cordon's own proxy, allowing only allowed.test; the run would also
     // allow other.test, so a refusal of it shows the connection went upstream.
-    let mut upstream = Command::new(common::cordon_bin())
-        .args([
-            "proxy",
-            "--listen=127.0.0.1:0",
-            "--allow-domain=allowed.test",
-            "--allow-private-ips",
-            "--resolve=allowed.test=127.0.0.1",
-            "--resolve=other.test=127.0.0.1",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("proxy");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(upstream.stderr.take().expect("stderr")),
-        &mut line,
-    )
-    .expect("read");
-    let addr = line.trim().rsplit(' ').next().expect("address").to_string();
+    let (mut upstream, addr) = standalone_proxy(&[
+        "--allow-domain=allowed.test",
+        "--allow-private-ips",
+        "--resolve=allowed.test=127.0.0.1",
+        "--resolve=other.test=127.0.0.1",
+    ]);
     let o = run(
         &sb,
         &[

@@ -275,24 +275,7 @@ fn run_seatbelt(
             (e.exit_code(), false, Some(e.to_string()))
         }
     };
-    if !blocked.is_empty() {
-        eprintln!("cordon: ---- blocked by the sandbox ----");
-        for v in &blocked {
-            eprintln!("cordon: {}", v.describe());
-        }
-        eprintln!("cordon: ----");
-    }
-    if let Some(path) = run.report {
-        let report = serde_json::json!({
-            "exit_code": code,
-            "timed_out": timed_out,
-            "setup_error": error,
-            "weaker": weaker,
-            "blocked": blocked,
-        });
-        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
-            .with_context(|| format!("--report {}: cannot write the report", path.display()))?;
-    }
+    super::run::tell_what_happened(&blocked, &weaker, code, timed_out, error, run.report)?;
     Ok(code)
 }
 

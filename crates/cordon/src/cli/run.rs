@@ -347,13 +347,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         }))
         .chain(inferred.iter().cloned())
         .collect();
-    if !blocked.is_empty() {
-        eprintln!("cordon: ---- blocked by the sandbox ----");
-        for v in &blocked {
-            eprintln!("cordon: {}", v.describe());
-        }
-        eprintln!("cordon: ----");
-    }
     let (code, timed_out, error) = match &result {
         Ok(outcome) => {
             if outcome.timed_out {
@@ -370,7 +363,35 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             (e.exit_code(), false, Some(e.to_string()))
         }
     };
-    if let Some(path) = &args.report {
+    tell_what_happened(
+        &blocked,
+        weaker,
+        code,
+        timed_out,
+        error,
+        args.report.as_deref(),
+    )?;
+    Ok(code)
+}
+
+/// After a run, on any backend: what the sandbox blocked, in a marked block on stderr, and
+/// with `--report`, the same with the outcome as JSON.
+pub(super) fn tell_what_happened(
+    blocked: &[Violation],
+    weaker: &[String],
+    code: u8,
+    timed_out: bool,
+    error: Option<String>,
+    report: Option<&Path>,
+) -> anyhow::Result<()> {
+    if !blocked.is_empty() {
+        eprintln!("cordon: ---- blocked by the sandbox ----");
+        for v in blocked {
+            eprintln!("cordon: {}", v.describe());
+        }
+        eprintln!("cordon: ----");
+    }
+    if let Some(path) = report {
         let report = serde_json::json!({
             "exit_code": code,
             "timed_out": timed_out,
@@ -381,7 +402,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)
             .with_context(|| format!("--report {}: cannot write the report", path.display()))?;
     }
-    Ok(code)
+    Ok(())
 }
 
 /// `cordon doctor`.
