@@ -328,6 +328,7 @@ fn private_v6(ip: Ipv6Addr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn rules(allow: &[&str], deny: &[&str]) -> Rules {
         Rules {
@@ -432,6 +433,62 @@ mod tests {
         ] {
             let err = bad.parse::<DomainRule>().expect_err(bad).to_string();
             assert!(err.contains(want), "{bad}: {err}");
+        }
+    }
+
+    /// A host name of 1 to 4 labels, each starting with a letter (all-digit names are IPv4
+    /// addresses, which other tests cover).
+    fn name_strategy() -> impl Strategy<Value = String> {
+        proptest::collection::vec("[a-z]([a-z0-9-]{0,8}[a-z0-9])?", 1..4)
+            .prop_map(|labels| labels.join("."))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn no_text_makes_rule_or_host_parsing_panic(text in "\\PC{0,80}") {
+            let _ = text.parse::<DomainRule>();
+            let _ = Host::parse(&text);
+            let _ = normalise_name(&text);
+        }
+
+        #[test]
+        fn normalising_is_idempotent_and_ignores_case_and_a_trailing_dot(name in name_strategy()) {
+            let once = normalise_name(&name).expect("valid");
+            prop_assert_eq!(normalise_name(&once).expect("valid"), once.clone());
+            prop_assert_eq!(normalise_name(&format!("{}.", name.to_uppercase())).expect("valid"), once);
+        }
+
+        #[test]
+        fn a_subdomain_rule_matches_exactly_the_strict_subdomains(
+            base in name_strategy(),
+            sub in name_strategy(),
+            other in name_strategy(),
+            port in 1u16..,
+        ) {
+            let r = rules(&[&format!("*.{base}")], &[]);
+            let inside = format!("{sub}.{base}");
+            if inside.len() <= 253 {
+                prop_assert_eq!(r.check(&name(&inside), port), Verdict::Allow);
+            }
+            prop_assert_eq!(r.check(&name(&base), port), Verdict::Unknown);
+            let ends_with_base = other == base || other.ends_with(&format!(".{base}"));
+            if !ends_with_base {
+                prop_assert_eq!(r.check(&name(&other), port), Verdict::Unknown);
+                // A name that merely ends with the same letters is not a subdomain.
+                let glued = format!("{other}{base}");
+                if glued.len() <= 253 && !glued.ends_with(&format!(".{base}")) {
+                    prop_assert_eq!(r.check(&name(&glued), port), Verdict::Unknown);
+                }
+            }
+        }
+
+        #[test]
+        fn deny_always_wins(host in name_strategy(), port in 1u16..) {
+            let r = rules(&[&host, &format!("*.{host}")], &[&host]);
+            let denied = matches!(r.check(&name(&host), port), Verdict::Deny(_));
+            prop_assert!(denied);
         }
     }
 }
