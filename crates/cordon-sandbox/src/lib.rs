@@ -25,6 +25,32 @@ pub use snapshot::{Snapshot, SnapshotError};
 pub use spec::{Isolation, Limits, NetworkMode, ProxyEndpoint, SandboxSpec, filter_environment};
 pub use violations::{ErrorScanner, Violation};
 
+/// Makes a new directory only this user can enter, `PREFIX-<pid>-<n>` under `base`, and
+/// returns it: a run's private TMPDIR, the proxy's socket directory.
+pub fn private_dir(base: &std::path::Path, prefix: &str) -> std::io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut builder = std::fs::DirBuilder::new();
+    builder.mode(0o700);
+    let mut attempt = 0u32;
+    loop {
+        let dir = base.join(format!(
+            "{prefix}-{}-{:x}",
+            std::process::id(),
+            stamp.wrapping_add(attempt)
+        ));
+        match builder.create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => {
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Exit statuses `cordon run` uses for its own failures, distinct from the usual command ones.
 pub mod exit {
     /// The command ran longer than `--timeout` and was killed.

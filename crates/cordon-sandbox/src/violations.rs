@@ -47,7 +47,35 @@ pub struct ErrorScanner<'a> {
     found: Vec<Violation>,
 }
 
+impl From<&crate::Undone> for Violation {
+    /// A protected path the run created, which cordon removed after it.
+    fn from(u: &crate::Undone) -> Self {
+        Violation {
+            path: Some(u.path.clone()),
+            destination: None,
+            operation: "create",
+            rule: u.why.to_string(),
+            exact: true,
+            action: Some("removed"),
+            evidence: None,
+        }
+    }
+}
+
 impl Violation {
+    /// A read-only path the run changed, which cordon put back after it.
+    pub fn restored(path: &Path) -> Self {
+        Violation {
+            path: Some(path.to_path_buf()),
+            destination: None,
+            operation: "write",
+            rule: "read-only inside a writable place".to_string(),
+            exact: true,
+            action: Some("restored"),
+            evidence: None,
+        }
+    }
+
     /// One line for people: what, where, how cordon knows, and the rule.
     pub fn describe(&self) -> String {
         let path = match (&self.path, &self.destination) {

@@ -18,16 +18,19 @@ use super::sys;
 use crate::{NetworkMode, SandboxSpec, Snapshot, exit};
 
 pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result<Never, Failure> {
-    if let Err(e) = sys::landlock_abi() {
-        return Err(Failure(
-            exit::SETUP_FAILED,
-            "landlock",
-            format!(
-                "neither user namespaces ({why}) nor Landlock ({e}) are available, so nothing \
+    let abi = match sys::landlock_abi() {
+        Ok(abi) => abi,
+        Err(e) => {
+            return Err(Failure(
+                exit::SETUP_FAILED,
+                "landlock",
+                format!(
+                    "neither user namespaces ({why}) nor Landlock ({e}) are available, so nothing \
                  would confine the command; run `cordon doctor` for the fixes"
-            ),
-        ));
-    }
+                ),
+            ));
+        }
+    };
     let roots: Vec<PathBuf> = std::iter::once(spec.cwd.clone())
         .chain(spec.writable.iter().cloned())
         .collect();
@@ -54,7 +57,8 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
         )
     })?;
     sys::become_subreaper().map_err(|e| Failure::io("subreaper", e, ""))?;
-    let tmp = private_tmp().map_err(|e| Failure::io("private tmp", e, "/tmp"))?;
+    let tmp = crate::private_dir(Path::new("/tmp"), "cordon-run")
+        .map_err(|e| Failure::io("private tmp", e, "/tmp"))?;
 
     tell(
         channel,
@@ -78,7 +82,7 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
             tmp.display()
         )],
     );
-    if sys::landlock_abi().unwrap_or(0) >= 6 {
+    if abi >= 6 {
         tell(
             channel,
             "weaker",
@@ -200,32 +204,6 @@ fn end_every_descendant() {
             if matches!(sys::wait(-1), Ok(None) | Err(_)) {
                 break;
             }
-        }
-    }
-}
-
-/// A directory only this run uses, as its `TMPDIR`.
-fn private_tmp() -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let base = Path::new("/tmp");
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let mut builder = std::fs::DirBuilder::new();
-    builder.mode(0o700);
-    let mut attempt = 0u32;
-    loop {
-        let dir = base.join(format!(
-            "cordon-run-{}-{:x}",
-            std::process::id(),
-            stamp.wrapping_add(attempt)
-        ));
-        match builder.create(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => {
-                attempt += 1;
-            }
-            Err(e) => return Err(e),
         }
     }
 }

@@ -388,6 +388,13 @@ struct Writer {
 }
 
 impl Writer {
+    /// One `(sysctl-name …)` filter line per name.
+    fn sysctl_names(&mut self, names: &[&str]) {
+        for n in names {
+            self.line(&format!("  (sysctl-name \"{n}\")"));
+        }
+    }
+
     fn line(&mut self, line: &str) {
         self.text.push_str(line);
         self.text.push('\n');
@@ -464,7 +471,7 @@ impl Writer {
         self.comment_in(
             "How many CPUs, and of which kind: make -j, cargo, go's runtime, node, the JVM.",
         );
-        for n in [
+        self.sysctl_names(&[
             "hw.ncpu",
             "hw.activecpu",
             "hw.logicalcpu",
@@ -472,16 +479,12 @@ impl Writer {
             "hw.physicalcpu",
             "hw.physicalcpu_max",
             "hw.nperflevels",
-        ] {
-            self.line(&format!("  (sysctl-name \"{n}\")"));
-        }
+        ]);
         self.line("  (sysctl-name-prefix \"hw.perflevel\")");
         self.comment_in("Memory and page size: allocators, the JVM, node's os.totalmem().");
-        for n in ["hw.memsize", "hw.pagesize", "hw.pagesize_compat"] {
-            self.line(&format!("  (sysctl-name \"{n}\")"));
-        }
+        self.sysctl_names(&["hw.memsize", "hw.pagesize", "hw.pagesize_compat"]);
         self.comment_in("What the CPU can do, and whether Rosetta translates: runtimes and compilers pick\ntheir code paths by it.");
-        for n in [
+        self.sysctl_names(&[
             "hw.machine",
             "hw.model",
             "hw.cputype",
@@ -493,31 +496,25 @@ impl Writer {
             "hw.l2cachesize",
             "sysctl.proc_cputype",
             "sysctl.proc_translated",
-        ] {
-            self.line(&format!("  (sysctl-name \"{n}\")"));
-        }
+        ]);
         self.line("  (sysctl-name-prefix \"hw.optional.\")");
         self.line("  (sysctl-name-prefix \"machdep.cpu.\")");
         self.comment_in("Which system this is: uname, python's platform module, build scripts.");
-        for n in [
+        self.sysctl_names(&[
             "kern.ostype",
             "kern.osrelease",
             "kern.osversion",
             "kern.osproductversion",
             "kern.version",
             "kern.hostname",
-        ] {
-            self.line(&format!("  (sysctl-name \"{n}\")"));
-        }
+        ]);
         self.comment_in("Limits tools size their work by: argument length (xargs, shells), open files,\nprocesses, the stack.");
-        for n in [
+        self.sysctl_names(&[
             "kern.argmax",
             "kern.maxfilesperproc",
             "kern.maxproc",
             "kern.usrstack64",
-        ] {
-            self.line(&format!("  (sysctl-name \"{n}\")"));
-        }
+        ]);
         self.comment_in("Process tables by pid and group (ps, pgrep): names and states, not arguments or\nenvironments, which live under kern.procargs2.");
         self.line("  (sysctl-name-prefix \"kern.proc.pid.\")");
         self.line("  (sysctl-name-prefix \"kern.proc.pgrp.\")");

@@ -246,18 +246,7 @@ fn run_seatbelt(
         &Programs::default(),
     );
     let undone = guard.undo();
-    let mut blocked: Vec<Violation> = undone
-        .iter()
-        .map(|u| Violation {
-            path: Some(u.path.clone()),
-            destination: None,
-            operation: "create",
-            rule: u.why.to_string(),
-            exact: true,
-            action: Some("removed"),
-            evidence: None,
-        })
-        .collect();
+    let mut blocked: Vec<Violation> = undone.iter().map(Violation::from).collect();
     let (code, timed_out, error) = match &result {
         Ok(ended) => {
             blocked.extend(ended.violations.iter().cloned());

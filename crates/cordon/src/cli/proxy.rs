@@ -258,7 +258,8 @@ impl RunProxy {
         if !rules.allows_anything() {
             return Ok(None);
         }
-        let dir = private_dir().context("cannot make a directory for the proxy's socket")?;
+        let dir = cordon_sandbox::private_dir(&std::env::temp_dir(), "cordon-proxy")
+            .context("cannot make a directory for the proxy's socket")?;
         let socket = dir.join("handoff.sock");
         // Listening before the proxy starts, so the sandbox can hand over at once.
         let handoff = std::os::unix::net::UnixListener::bind(&socket)
@@ -326,18 +327,6 @@ struct BlockedLine {
     port: u16,
     rule: String,
     via: String,
-}
-
-/// A directory only this user can enter, for the proxy's socket.
-#[cfg(target_os = "linux")]
-fn private_dir() -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let dir = std::env::temp_dir().join(format!("cordon-proxy-{}-{stamp:x}", std::process::id()));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-    Ok(dir)
 }
 
 /// Where the proxy a run needs is not built yet (it needs a network namespace to hand its

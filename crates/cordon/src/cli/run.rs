@@ -319,23 +319,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     // What the sandbox blocked, for an agent to tell its model why a command failed: what
     // cordon saw itself first, then what the command's errors point to.
-    let exact = |path: &Path, operation, rule: &str, action| Violation {
-        path: Some(path.to_path_buf()),
-        destination: None,
-        operation,
-        rule: rule.to_string(),
-        exact: true,
-        action: Some(action),
-        evidence: None,
-    };
     let blocked: Vec<Violation> = undone
         .iter()
-        .map(|u| exact(&u.path, "create", u.why, "removed"))
-        .chain(
-            restored
-                .iter()
-                .map(|p| exact(p, "write", "read-only inside a writable place", "restored")),
-        )
+        .map(Violation::from)
+        .chain(restored.iter().map(|p| Violation::restored(p)))
         .chain(refused.iter().map(|b| Violation {
             path: None,
             destination: Some(format!("{}:{}", b.host, b.port)),
