@@ -227,3 +227,30 @@ pub fn apply(program: &BpfProgram) -> Result<(), String> {
     seccompiler::apply_filter(&guard()).map_err(|e| e.to_string())?;
     seccompiler::apply_filter(program).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    /// The kernel's cost to load a filter grows with its length, on every run: keep the main
+    /// filter within its budget (docs/BENCHMARKS.md has the figures). Prints the lengths.
+    #[test]
+    fn the_filters_stay_short() -> Result<(), String> {
+        let main = super::build(false, super::Extra::default())?.len();
+        let fallback = super::build(
+            true,
+            super::Extra {
+                only_local_sockets: true,
+                deny_host_ipc: true,
+            },
+        )?
+        .len();
+        let guard = super::guard().len();
+        println!(
+            "seccomp filter lengths: main {main}, without namespaces {fallback}, guard {guard}"
+        );
+        assert!(
+            main < 300 && fallback < 400 && guard < 10,
+            "{main} {fallback} {guard}"
+        );
+        Ok(())
+    }
+}
