@@ -726,6 +726,8 @@ pub(super) fn become_command(
     channel: &mut Channel,
 ) -> Result<Never, Failure> {
     sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
+    sys::close_inherited_on_exec()
+        .map_err(|e| Failure::io("close inherited descriptors", e, ""))?;
     sys::new_session().map_err(|e| Failure::io("setsid", e, ""))?;
     sys::drop_all_capabilities().map_err(|e| Failure::io("drop capabilities", e, ""))?;
     sys::set_no_new_privs().map_err(|e| Failure::io("no_new_privs", e, ""))?;

@@ -297,6 +297,41 @@ pub fn install_fd(cmd: &mut std::process::Command, fd: libc::c_int, target: libc
     }
 }
 
+/// Marks every descriptor from 3 up close-on-exec, so the command starts with standard input,
+/// output and error only. Whoever started cordon may have left descriptors open (a file the
+/// rules would hide, a socket to a daemon); inherited, they would reach through every wall.
+pub fn close_inherited_on_exec() -> io::Result<()> {
+    // SAFETY: close_range takes integer arguments only; with CLOSE_RANGE_CLOEXEC it changes
+    // descriptor flags and closes nothing.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if done == 0 {
+        return Ok(());
+    }
+    // Before Linux 5.11: one at a time. The directory's own descriptor is close-on-exec.
+    let fds: Vec<libc::c_int> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: F_GETFD/F_SETFD take integer arguments only; a descriptor closed meanwhile
+        // (the directory's) just fails.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Takes ownership of an inherited file descriptor.
 pub fn adopt_fd(fd: libc::c_int) -> io::Result<std::fs::File> {
     use std::os::fd::FromRawFd;
