@@ -279,18 +279,25 @@ pub fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-/// For `Command::pre_exec`: puts `fd` at `target` in the child, without close-on-exec.
-pub fn install_fd(cmd: &mut std::process::Command, fd: libc::c_int, target: libc::c_int) {
+/// For `Command::pre_exec`: puts each `(fd, target)` pair's `fd` at `target` in the child,
+/// without close-on-exec. Every source is first copied above all targets, so a source that
+/// happens to sit at another pair's target is not overwritten before it is placed.
+pub fn install_fds(cmd: &mut std::process::Command, pairs: &[(libc::c_int, libc::c_int)]) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the forked child before exec and only calls dup2 and fcntl,
-    // which are async-signal-safe.
+    let pairs = pairs.to_vec();
+    let above = pairs.iter().map(|&(_, t)| t).max().unwrap_or(2) + 1;
+    // SAFETY: the closure runs in the forked child before exec and only calls fcntl, dup2 and
+    // close, which are async-signal-safe; it allocates nothing (the pairs were copied before).
     unsafe {
         cmd.pre_exec(move || {
-            if fd == target {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                check(libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC))?;
-            } else {
-                check(libc::dup2(fd, target))?;
+            let mut copies = [0 as libc::c_int; 8];
+            assert!(pairs.len() <= copies.len());
+            for (copy, &(fd, _)) in copies.iter_mut().zip(&pairs) {
+                *copy = check(libc::fcntl(fd, libc::F_DUPFD, above))?;
+            }
+            for (&copy, &(_, target)) in copies.iter().zip(&pairs) {
+                check(libc::dup2(copy, target))?;
+                libc::close(copy);
             }
             Ok(())
         });
