@@ -766,3 +766,104 @@ fn asking_flags_that_cannot_work_are_named() {
         assert!(stderr(&o).contains(says), "{flag}: {}", stderr(&o));
     }
 }
+
+/// A port on the host's loopback nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// One GET of `/` on 127.0.0.1:`port`, or why not.
+fn get(port: u16) -> Result<String, String> {
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    c.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    write!(c, "GET / HTTP/1.0\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    c.read_to_string(&mut out).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+#[test]
+fn a_published_port_leads_to_a_server_inside_and_ends_with_the_run() {
+    let Some(sb) = sandbox() else { return };
+    if python_missing() {
+        return;
+    }
+    std::fs::write(sb.ws.join("served-from-inside.txt"), "x").expect("write");
+    let host_port = free_port();
+    let mut run = sb
+        .command()
+        .arg(format!("--publish={host_port}:8000"))
+        .args(["--timeout=60", "--", "python3", "-m", "http.server", "8000"])
+        .args(["--bind", "127.0.0.1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run");
+    // The server takes a moment to start inside; until then the connection is cut.
+    let mut answer = Err(String::new());
+    for _ in 0..100 {
+        answer = get(host_port);
+        if answer.as_ref().is_ok_and(|a| a.contains("200")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = run.kill();
+    let _ = run.wait();
+    let answer = answer.expect("the published port answered");
+    assert!(answer.contains("served-from-inside.txt"), "{answer}");
+    // Once the run is gone, so is the port.
+    let mut closed = false;
+    for _ in 0..50 {
+        if std::net::TcpStream::connect(("127.0.0.1", host_port)).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(closed, "127.0.0.1:{host_port} still listens after the run");
+}
+
+#[test]
+fn publishing_is_refused_where_it_cannot_be_confined_and_bad_ports_are_named() {
+    let Some(sb) = sandbox() else { return };
+    let Some(alone) = Sandbox::with_mode(common::Mode::LandlockOnly) else {
+        return;
+    };
+    for args in [&["--publish=8000"][..], &["--allow-local-binding"]] {
+        let o = alone.run(&[args, &["--", "true"]].concat());
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("need a network namespace"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken = taken.local_addr().expect("addr").port();
+    for (args, says) in [
+        (vec!["--publish=0"], "write PORT or HOST_PORT:PORT"),
+        (vec!["--publish=80:x"], "write PORT or HOST_PORT:PORT"),
+        (vec!["--publish=1:2:3"], "write PORT or HOST_PORT:PORT"),
+        (
+            vec!["--publish=8000", "--network=host"],
+            "--publish needs the sandbox's own network",
+        ),
+    ] {
+        let o = sb.run(&[&args[..], &["--", "true"]].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    let o = sb.run(&[&format!("--publish={taken}:80"), "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("cannot listen on 127.0.0.1:{taken}")),
+        "{}",
+        stderr(&o)
+    );
+}

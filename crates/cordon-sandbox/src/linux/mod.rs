@@ -115,7 +115,7 @@ pub fn adopt_fd(fd: i32) -> std::io::Result<std::fs::File> {
 }
 
 /// Makes each `(fd, target)`: descriptor `fd` of this process becomes descriptor `target` of
-/// the process `cmd` starts (at most 8, in one call: the order of placing them matters).
+/// the process `cmd` starts (at most 16, in one call: the order of placing them matters).
 pub fn pass_fds(cmd: &mut Command, pairs: &[(i32, i32)]) {
     sys::install_fds(cmd, pairs);
 }

@@ -290,7 +290,7 @@ pub fn install_fds(cmd: &mut std::process::Command, pairs: &[(libc::c_int, libc:
     // close, which are async-signal-safe; it allocates nothing (the pairs were copied before).
     unsafe {
         cmd.pre_exec(move || {
-            let mut copies = [0 as libc::c_int; 8];
+            let mut copies = [0 as libc::c_int; 16];
             assert!(pairs.len() <= copies.len());
             for (copy, &(fd, _)) in copies.iter_mut().zip(&pairs) {
                 *copy = check(libc::fcntl(fd, libc::F_DUPFD, above))?;

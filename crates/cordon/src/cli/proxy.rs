@@ -133,7 +133,40 @@ pub struct ProxyArgs {
     /// The `cordon run` this proxy serves: it ends when that process does.
     #[arg(long, hide = true)]
     parent: Option<u32>,
+    /// A listening Unix socket on this descriptor, which the sandbox connects to for
+    /// `--publish` (see `SandboxSpec::inbound`).
+    #[arg(long, hide = true)]
+    inbound_fd: Option<i32>,
+    /// `FD:PORT`: host connections on the listener at FD go to PORT inside the sandbox.
+    #[arg(long, hide = true, value_name = "FD:PORT")]
+    published: Vec<String>,
 }
+
+/// `--publish [HOST_PORT:]PORT`: a port on the host's loopback that leads to one on the
+/// sandbox's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Publish {
+    pub host_port: u16,
+    pub port: u16,
+}
+
+impl std::str::FromStr for Publish {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let port = |p: &str| p.parse::<u16>().ok().filter(|&p| p > 0);
+        let (host, inside) = s.split_once(':').unwrap_or((s, s));
+        match (port(host), port(inside)) {
+            (Some(host_port), Some(port)) => Ok(Publish { host_port, port }),
+            _ => Err(format!(
+                "`{s}`: write PORT or HOST_PORT:PORT (1-65535), e.g. 8080:3000"
+            )),
+        }
+    }
+}
+
+/// The most ports one run may publish.
+pub const MAX_PUBLISHED: usize = 8;
 
 /// The most refusals a proxy started for a run writes out; a command retrying in a loop must
 /// not fill its report (nor the pipe it goes through).
@@ -230,6 +263,25 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
                 tokio::net::UnixListener::from_std(l)?,
             ));
         }
+        if let Some(fd) = args.inbound_fd {
+            let inbound = Arc::new(cordon_net::serve::Inbound::new(
+                tokio::net::UnixListener::from_std(adopt_unix_listener(fd)?)?,
+            ));
+            for p in &args.published {
+                let (fd, port) = p
+                    .split_once(':')
+                    .and_then(|(fd, port)| Some((fd.parse().ok()?, port.parse().ok()?)))
+                    .with_context(|| format!("--published {p}: write FD:PORT"))?;
+                let listener =
+                    std::net::TcpListener::from(std::os::fd::OwnedFd::from(adopt_file(fd)?));
+                listener.set_nonblocking(true)?;
+                tokio::spawn(cordon_net::serve::published(
+                    tokio::net::TcpListener::from_std(listener)?,
+                    inbound.clone(),
+                    port,
+                ));
+            }
+        }
         if let Some(h) = handoff {
             tokio::spawn(cordon_net::serve::handed_over(
                 proxy.clone(),
@@ -273,14 +325,17 @@ pub struct RunProxy {
     child: std::process::Child,
     dir: PathBuf,
     events: std::io::PipeReader,
+    /// Where the command finds the proxy, when it has one (a run may only publish ports).
+    pub endpoint: Option<cordon_sandbox::ProxyEndpoint>,
+    /// For the spec's `inbound`, when the run publishes ports.
+    pub inbound: Option<PathBuf>,
 }
 
 #[cfg(target_os = "linux")]
 impl RunProxy {
-    /// Starts the proxy for a run when any host is allowed; the endpoint is for the spec.
-    pub fn start(
-        net: &NetFlags,
-    ) -> anyhow::Result<Option<(RunProxy, cordon_sandbox::ProxyEndpoint)>> {
+    /// Starts the proxy process for a run when any host is allowed (or asked about) or a port
+    /// is published.
+    pub fn start(net: &NetFlags, publish: &[Publish]) -> anyhow::Result<Option<RunProxy>> {
         // Every flag is checked even when no proxy is needed: a typo is an error, not silence.
         let rules = net.rules()?;
         net.resolve_table()?;
@@ -301,9 +356,26 @@ impl RunProxy {
         };
         // Nothing allowed means no network at all, unless the user asked to be asked.
         let asked_to_ask = net.ask.is_some() && ask != AskVia::Deny;
-        if !rules.allows_anything() && !asked_to_ask {
+        let egress = rules.allows_anything() || asked_to_ask;
+        if !egress && publish.is_empty() {
             return Ok(None);
         }
+        if publish.len() > MAX_PUBLISHED {
+            bail!("--publish: at most {MAX_PUBLISHED} ports per run");
+        }
+        // Bound here, before anything starts, so a port already in use is a plain error.
+        let published = publish
+            .iter()
+            .map(|p| {
+                std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, p.host_port))
+                    .with_context(|| {
+                        format!(
+                            "--publish {}:{}: cannot listen on 127.0.0.1:{}",
+                            p.host_port, p.port, p.host_port
+                        )
+                    })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let mut proxy_args = net.to_args();
         // Hosts the user answered "always" for in earlier runs.
         if let Some(path) = super::ask::remembered_path() {
@@ -327,6 +399,23 @@ impl RunProxy {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null());
         let mut fds = vec![(handoff.as_raw_fd(), 3), (events_writer.as_raw_fd(), 4)];
+        let inbound = if published.is_empty() {
+            None
+        } else {
+            let path = dir.join("inbound.sock");
+            let listener = std::os::unix::net::UnixListener::bind(&path)
+                .with_context(|| format!("cannot listen on {}", path.display()))?;
+            Some((path, listener))
+        };
+        if let Some((_, listener)) = &inbound {
+            fds.push((listener.as_raw_fd(), 6));
+            cmd.arg("--inbound-fd=6");
+        }
+        for (n, (listener, p)) in published.iter().zip(publish).enumerate() {
+            let fd = 7 + n as i32;
+            fds.push((listener.as_raw_fd(), fd));
+            cmd.arg(format!("--published={fd}:{}", p.port));
+        }
         match ask {
             AskVia::Fd(fd) => {
                 fds.push((fd, 5));
@@ -338,12 +427,18 @@ impl RunProxy {
         }
         cordon_sandbox::linux::pass_fds(&mut cmd, &fds);
         let child = cmd.spawn().context("cannot start the proxy")?;
-        let endpoint = cordon_sandbox::ProxyEndpoint {
+        let endpoint = egress.then_some(cordon_sandbox::ProxyEndpoint {
             socket: Some(socket),
             http_port: HTTP_PORT,
             socks_port: SOCKS_PORT,
-        };
-        Ok(Some((RunProxy { child, dir, events }, endpoint)))
+        });
+        Ok(Some(RunProxy {
+            child,
+            dir,
+            events,
+            endpoint,
+            inbound: inbound.map(|(path, _)| path),
+        }))
     }
 
     /// Ends the proxy, and with it every connection the command's processes still hold;
@@ -411,15 +506,19 @@ impl From<Blocked> for BlockedLine {
 /// ports over from): a run with an allowed host is refused rather than run without it.
 #[cfg(not(target_os = "linux"))]
 #[derive(Debug)]
-pub struct RunProxy;
+pub struct RunProxy {
+    pub endpoint: Option<cordon_sandbox::ProxyEndpoint>,
+    pub inbound: Option<PathBuf>,
+}
 
 #[cfg(not(target_os = "linux"))]
 impl RunProxy {
-    pub fn start(
-        net: &NetFlags,
-    ) -> anyhow::Result<Option<(RunProxy, cordon_sandbox::ProxyEndpoint)>> {
-        if net.rules()?.allows_anything() {
+    pub fn start(net: &NetFlags, publish: &[Publish]) -> anyhow::Result<Option<RunProxy>> {
+        if net.rules()?.allows_anything() || net.ask.is_some() {
             bail!("--allow-domain needs cordon's proxy, which runs only on Linux so far");
+        }
+        if !publish.is_empty() {
+            bail!("--publish needs a network namespace, which only Linux has");
         }
         Ok(None)
     }
