@@ -196,3 +196,188 @@ fn a_broken_settings_file_is_named_with_its_line_and_the_key_meant() {
         stderr(&o)
     );
 }
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/import")
+        .join(name)
+}
+
+fn import(name: &str) -> (toml::Table, String) {
+    let o = Command::new(common::cordon_bin())
+        .args(["import"])
+        .arg(fixture(name))
+        .output()
+        .expect("import");
+    assert!(o.status.success(), "{name}: {}", stderr(&o));
+    let text = stdout(&o);
+    let table = toml::from_str(&text).unwrap_or_else(|e| panic!("{name}: not TOML: {e}\n{text}"));
+    (table, text)
+}
+
+fn list(t: &toml::Table, table: &str, key: &str) -> Vec<String> {
+    t[table][key]
+        .as_array()
+        .unwrap_or_else(|| panic!("{table}.{key} in {t}"))
+        .iter()
+        .map(|v| v.as_str().expect("string").to_string())
+        .collect()
+}
+
+#[test]
+fn claude_code_settings_carry_over_with_their_path_conventions() {
+    let (t, text) = import(".claude/settings.json");
+    let dir = std::fs::canonicalize(fixture(".claude")).expect("dir");
+    assert_eq!(
+        list(&t, "filesystem", "deny_read"),
+        [
+            ".env".to_string(),
+            dir.join("secrets/**").display().to_string()
+        ],
+        "./ is the project's, / the settings file's directory"
+    );
+    assert_eq!(
+        list(&t, "filesystem", "allow_write"),
+        ["/var/tmp/build/**", "/srv/shared"],
+        "// is absolute"
+    );
+    assert_eq!(list(&t, "filesystem", "allow_read"), ["~/.zshrc"]);
+    assert_eq!(list(&t, "filesystem", "deny_write"), ["package-lock.json"]);
+    assert_eq!(
+        list(&t, "network", "allow_domains"),
+        ["github.com", "*.githubusercontent.com", "docs.rs"]
+    );
+    assert_eq!(list(&t, "network", "deny_domains"), ["pastebin.com"]);
+    assert_eq!(t["network"]["allow_local_binding"].as_bool(), Some(true));
+    assert_eq!(
+        list(&t, "policy", "allowed_tools"),
+        [
+            "run_shell_command(npm run test)",
+            "run_shell_command(git diff)"
+        ]
+    );
+    assert_eq!(
+        list(&t, "policy", "excluded_tools"),
+        ["run_shell_command(curl)"]
+    );
+    assert_eq!(list(&t, "sandbox", "excluded_commands"), ["docker"]);
+    for note in [
+        "\"Bash(npm run lint)\": an exact command",
+        "permissions.ask \"Bash(git push:*)\"",
+        "enableWeakerNestedSandbox",
+        "network.httpProxyPort",
+        "permissions.defaultMode",
+    ] {
+        assert!(
+            text.contains("# not carried over: ") && text.contains(note),
+            "{note}\n{text}"
+        );
+    }
+}
+
+#[test]
+fn srt_codex_and_gemini_settings_carry_over_and_name_what_does_not() {
+    let (t, text) = import("srt-settings.json");
+    assert_eq!(
+        list(&t, "filesystem", "deny_read"),
+        ["~/.ssh", "/etc/shadow"]
+    );
+    assert_eq!(list(&t, "filesystem", "allow_read"), ["~/.ssh/known_hosts"]);
+    assert_eq!(
+        list(&t, "network", "allow_domains"),
+        ["pypi.org", "files.pythonhosted.org"]
+    );
+    assert_eq!(t["ignore_violations"].as_array().expect("list").len(), 2);
+    assert!(
+        text.contains("not carried over: network.allowAllUnixSockets"),
+        "{text}"
+    );
+
+    let (t, text) = import("codex-config.toml");
+    assert_eq!(
+        list(&t, "filesystem", "allow_write"),
+        ["/var/tmp/codex-cache"]
+    );
+    assert!(
+        t.get("network").is_none(),
+        "network_access = true is not a domain list"
+    );
+    assert!(text.contains("network_access = true"), "{text}");
+
+    let (t, text) = import("gemini-settings.json");
+    assert_eq!(
+        list(&t, "policy", "excluded_tools"),
+        ["web_fetch", "run_shell_command(rm -rf)"]
+    );
+    assert!(text.contains("tools.sandbox = \"docker\""), "{text}");
+
+    let bad = std::env::temp_dir().join(format!("cordon-import-{}.json", std::process::id()));
+    std::fs::write(&bad, "{\"theme\": \"dark\"}").expect("write");
+    let o = Command::new(common::cordon_bin())
+        .arg("import")
+        .arg(&bad)
+        .output()
+        .expect("import");
+    let _ = std::fs::remove_file(&bad);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("not settings cordon can read"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_foreign_settings_file_applies_to_a_run_directly() {
+    let Some(sb) = Sandbox::new() else { return };
+    let l = Layers::new(&sb);
+    let secret = sb.outside.join("secret");
+    std::fs::write(&secret, "s3cret-from-srt").expect("write");
+    let srt = sb.outside.join("srt.json");
+    std::fs::write(
+        &srt,
+        format!(
+            "{{\"filesystem\": {{\"denyRead\": [{:?}], \"allowWrite\": [], \"denyWrite\": []}}, \"network\": {{\"allowedDomains\": [], \"deniedDomains\": []}}}}",
+            secret.display().to_string()
+        ),
+    )
+    .expect("write");
+    let o = l.run(
+        &sb,
+        &[
+            &format!("--settings={}", srt.display()),
+            "-c",
+            &format!("cat {}; echo ran", q(&secret)),
+        ],
+    );
+    assert!(stdout(&o).contains("ran"), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("s3cret"), "{}", stdout(&o));
+}
+
+#[test]
+fn tool_settings_in_cordon_toml_reach_the_policy() {
+    let Some(sb) = Sandbox::new() else { return };
+    let l = Layers::new(&sb);
+    l.user("[policy]\nexcluded_tools = [\"run_shell_command(curl)\"]\n");
+    let check = |command: &str, extra: &[&str]| -> serde_json::Value {
+        let mut cmd = Command::new(common::cordon_bin());
+        l.apply(&mut cmd);
+        let o = cmd
+            .args(["check", "--tool", "run_shell_command", "--args"])
+            .arg(serde_json::json!({ "command": command }).to_string())
+            .args(extra)
+            .current_dir(&sb.ws)
+            .output()
+            .expect("check");
+        serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)))
+    };
+    let v = check("curl https://example.com", &[]);
+    assert_eq!(v["decision"], "deny", "{v}");
+    assert!(v["rule"].to_string().contains("excluded tools"), "{v}");
+    // The prefix form on the command line too, and only for that prefix.
+    let v = check("wget x", &["--exclude-tool=run_shell_command(wget)"]);
+    assert_eq!(v["decision"], "deny", "{v}");
+    let v = check("ls", &["--exclude-tool=run_shell_command(wget)"]);
+    assert_ne!(v["decision"], "deny", "{v}");
+}

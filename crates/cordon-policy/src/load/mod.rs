@@ -292,6 +292,31 @@ fn settings_rule(tool: ToolPattern, decision: Decision, priority: u16, label: &s
     }
 }
 
+/// One tool setting: a tool name (or `mcp_server_*`), or `run_shell_command(command prefix)`
+/// (`ShellTool(…)` as Gemini CLI also writes it), as a pattern and the prefix's words.
+fn tool_setting(entry: &str) -> Result<(ToolPattern, Option<Vec<String>>), String> {
+    let (name, args) = match entry.split_once('(') {
+        Some((n, rest)) if rest.ends_with(')') => (n, Some(&rest[..rest.len() - 1])),
+        Some(_) => return Err("unbalanced parenthesis".into()),
+        None => (entry, None),
+    };
+    let name = if name == "ShellTool" {
+        "run_shell_command"
+    } else {
+        name
+    };
+    let pattern = ToolPattern::parse(name, None)?;
+    match (args, name) {
+        (None, _) => Ok((pattern, None)),
+        (Some(prefix), "run_shell_command") => match shlex::split(prefix) {
+            Some(words) if !words.is_empty() => Ok((pattern, Some(words))),
+            _ => Err("the command prefix is empty or has an unclosed quote".into()),
+        },
+        // Other tools' arguments are not narrowed by settings: refuse rather than widen.
+        (Some(_), _) => Err("only run_shell_command takes a command prefix".into()),
+    }
+}
+
 fn add_settings_rules(set: &mut PolicySet, settings: &SettingsRules) {
     let bad = |entry: &str, why: String| LoadIssue {
         severity: diagnostic::Severity::Error,
@@ -305,55 +330,28 @@ fn add_settings_rules(set: &mut PolicySet, settings: &SettingsRules) {
         ),
     };
     for t in &settings.excluded_tools {
-        match ToolPattern::parse(t, None) {
-            Ok(p) => set.rules.push(settings_rule(
-                p,
-                Decision::Deny,
-                400,
-                "settings (excluded tools)",
-            )),
+        match tool_setting(t) {
+            Ok((pattern, prefix)) => {
+                let mut rule =
+                    settings_rule(pattern, Decision::Deny, 400, "settings (excluded tools)");
+                rule.matcher.command = prefix.map(|words| CommandCondition::Prefix(vec![words]));
+                set.rules.push(rule);
+            }
             Err(why) => set.issues.push(bad(t, why)),
         }
     }
     let mut narrowed = false;
     for t in &settings.allowed_tools {
-        let (name, args) = match t.split_once('(') {
-            Some((n, rest)) if rest.ends_with(')') => (n, Some(&rest[..rest.len() - 1])),
-            Some(_) => {
-                set.issues.push(bad(t, "unbalanced parenthesis".into()));
-                continue;
+        match tool_setting(t) {
+            Ok((pattern, prefix)) => {
+                let mut rule =
+                    settings_rule(pattern, Decision::Allow, 300, "settings (allowed tools)");
+                narrowed |= prefix.is_some();
+                rule.matcher.command = prefix.map(|words| CommandCondition::Prefix(vec![words]));
+                set.rules.push(rule);
             }
-            None => (t.as_str(), None),
-        };
-        let name = if name == "ShellTool" {
-            "run_shell_command"
-        } else {
-            name
-        };
-        let pattern = match ToolPattern::parse(name, None) {
-            Ok(p) => p,
-            Err(why) => {
-                set.issues.push(bad(t, why));
-                continue;
-            }
-        };
-        let mut rule = settings_rule(pattern, Decision::Allow, 300, "settings (allowed tools)");
-        if let (Some(prefix), "run_shell_command") = (args, name) {
-            match shlex::split(prefix) {
-                Some(words) if !words.is_empty() => {
-                    rule.matcher.command = Some(CommandCondition::Prefix(vec![words]));
-                    narrowed = true;
-                }
-                _ => {
-                    set.issues.push(bad(
-                        t,
-                        "the command prefix is empty or has an unclosed quote".into(),
-                    ));
-                    continue;
-                }
-            }
+            Err(why) => set.issues.push(bad(t, why)),
         }
-        set.rules.push(rule);
     }
     if narrowed {
         // Listing shell commands means: only these. Everything else is denied just below them.

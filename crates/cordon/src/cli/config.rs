@@ -18,6 +18,9 @@ pub enum ConfigCommand {
         /// --trust-project` would.
         #[arg(long)]
         trust_project: bool,
+        /// Also apply this file, as `cordon run --settings` would.
+        #[arg(long, value_name = "FILE")]
+        settings: Option<std::path::PathBuf>,
     },
 }
 
@@ -50,6 +53,8 @@ const KEYS: &[(&str, &str)] = &[
     ("cpus", "limits.cpus"),
     ("timeout", "limits.timeout"),
     ("ignore_violations", "ignore_violations"),
+    ("allowed_tools", "policy.allowed_tools"),
+    ("excluded_tools", "policy.excluded_tools"),
 ];
 
 pub fn run(cmd: ConfigCommand) -> anyhow::Result<u8> {
@@ -57,9 +62,13 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<u8> {
         ConfigCommand::Show {
             json,
             trust_project,
+            settings,
         } => {
             let cwd = std::env::current_dir().context("cannot read the current directory")?;
-            let places = Places::from(&cwd);
+            let places = Places {
+                given: settings,
+                ..Places::from(&cwd)
+            };
             let s = settings::load(&places, LayerValues::default(), trust_project)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&s)?);
@@ -74,7 +83,8 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<u8> {
 /// The merged settings as `key = value  # from` lines; deny lists one entry per line (`+=`),
 /// since each entry has its own source.
 fn show(s: &Settings, places: &Places, trusted: bool) -> anyhow::Result<String> {
-    let mut out = String::from("# cordon settings: managed < user < project < command line\n");
+    let mut out =
+        String::from("# cordon settings: managed < user < project < --settings < command line\n");
     let mut layer = |name: &str, path: Option<&std::path::Path>, note: &str| {
         let state = match path {
             Some(p) if s.files.iter().any(|f| f.file.as_deref() == Some(p)) => {
@@ -93,6 +103,9 @@ fn show(s: &Settings, places: &Places, trusted: bool) -> anyhow::Result<String> 
         " (untrusted: it may only tighten; --trust-project)"
     };
     layer("project", places.project.as_deref(), note);
+    if let Some(given) = &places.given {
+        layer("--settings", Some(given), "");
+    }
     let all = serde_json::to_value(s)?;
     for (field, key) in KEYS {
         match &all[*field] {
@@ -131,4 +144,11 @@ fn show(s: &Settings, places: &Places, trusted: bool) -> anyhow::Result<String> 
 
 fn from(source: &Value) -> String {
     serde_json::from_value::<Source>(source.clone()).map_or_else(|_| "?".into(), |s| s.to_string())
+}
+
+/// `cordon import FILE`: another tool's settings as a cordon.toml, on standard output.
+pub fn import(path: &std::path::Path) -> anyhow::Result<u8> {
+    let imported = settings::import::import(path)?;
+    print!("{}", settings::import::to_toml(&imported, path)?);
+    Ok(0)
 }

@@ -43,6 +43,13 @@ enum Command {
     /// cordon's settings (cordon.toml), merged from every layer.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Print the cordon.toml equivalent of Claude Code's settings.json, sandbox-runtime's
+    /// settings, Codex's config.toml or Gemini CLI's settings.json, naming what has no
+    /// equivalent.
+    Import {
+        /// The settings file to read.
+        file: PathBuf,
+    },
     /// Run a command in the sandbox: it reads what it needs, writes only the working
     /// directory, its private /tmp and allowed paths, sees no other processes, has no network
     /// but loopback, and holds no privileges.
@@ -138,6 +145,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Check(args) => check::run(args),
         Command::Policy(cmd) => policy::run(cmd),
         Command::Config(cmd) => config::run(cmd),
+        Command::Import { file } => config::import(&file),
         #[cfg(unix)]
         Command::Run(args) => run::run(*args),
         #[cfg(target_os = "linux")]

@@ -68,7 +68,7 @@ pub fn run(cmd: PolicyCommand) -> anyhow::Result<u8> {
 fn lint(args: LintArgs) -> anyhow::Result<u8> {
     let sources = if args.dirs.is_empty() {
         let env = args.policy.environment()?;
-        args.policy.sources(&env)
+        args.policy.sources(&env)?
     } else {
         PolicySources {
             user_dirs: args.dirs.clone(),

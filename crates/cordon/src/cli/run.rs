@@ -80,6 +80,10 @@ pub struct RunArgs {
     /// dev server's (repeatable; implies --allow-local-binding).
     #[arg(long, value_name = "[HOST_PORT:]PORT")]
     publish: Vec<super::proxy::Publish>,
+    /// Settings to apply on top of cordon.toml's layers: a cordon.toml, or Claude Code's,
+    /// sandbox-runtime's, Codex's or Gemini CLI's settings, read as one (see `cordon import`).
+    #[arg(long, value_name = "FILE")]
+    settings: Option<PathBuf>,
     /// Let this project's `.cordon/cordon.toml` widen what the sandbox allows; without this it
     /// may only tighten.
     #[arg(long)]
@@ -163,7 +167,11 @@ fn flag_layer(args: &RunArgs) -> LayerValues {
 /// The run's flags with every settings layer merged under them.
 fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let s = settings::load(&Places::from(&cwd), flag_layer(&args), args.trust_project)?;
+    let places = Places {
+        given: args.settings.clone(),
+        ..Places::from(&cwd)
+    };
+    let s = settings::load(&places, flag_layer(&args), args.trust_project)?;
     for why in &s.left_out {
         eprintln!("cordon: warning: settings left out: {why}");
     }

@@ -67,13 +67,32 @@ impl PolicyFlags {
         Ok(Environment { cwd, workspaces })
     }
 
-    pub fn sources(&self, env: &Environment) -> PolicySources {
+    /// The tool settings: cordon.toml's `[policy]` tables merged under these flags (the
+    /// workspace's file counts as trusted only with --trust-workspace).
+    fn tool_settings(&self, env: &Environment) -> anyhow::Result<SettingsRules> {
+        let flags = crate::settings::LayerValues {
+            allowed_tools: crate::settings::some(&self.allowed_tools),
+            excluded_tools: self.excluded_tools.clone(),
+            ..Default::default()
+        };
+        let s = crate::settings::load(
+            &crate::settings::Places::from(&env.cwd),
+            flags,
+            self.trust_workspace,
+        )?;
+        Ok(SettingsRules {
+            allowed_tools: crate::settings::value(s.allowed_tools).unwrap_or_default(),
+            excluded_tools: crate::settings::all(s.excluded_tools),
+        })
+    }
+
+    pub fn sources(&self, env: &Environment) -> anyhow::Result<PolicySources> {
         let user_dirs = if self.policy_dirs.is_empty() {
             user_policy_dir().into_iter().collect()
         } else {
             self.policy_dirs.clone()
         };
-        PolicySources {
+        Ok(PolicySources {
             builtin: !self.no_defaults && self.default_dirs.is_empty(),
             default_dirs: self.default_dirs.clone(),
             extension_dirs: self.extension_dirs.clone(),
@@ -85,10 +104,7 @@ impl PolicyFlags {
             trust_workspace: self.trust_workspace,
             user_dirs,
             admin_dir: Some(admin_dir()),
-            settings: SettingsRules {
-                excluded_tools: self.excluded_tools.clone(),
-                allowed_tools: self.allowed_tools.clone(),
-            },
+            settings: self.tool_settings(env)?,
             shell_tools: self.shell_tools.clone(),
             required_dirs: self
                 .policy_dirs
@@ -97,13 +113,13 @@ impl PolicyFlags {
                 .chain(&self.default_dirs)
                 .cloned()
                 .collect(),
-        }
+        })
     }
 
     /// Loads every source and builds the engine; a policy that does not load is a bad call.
     pub fn engine(&self) -> anyhow::Result<PolicyEngine> {
         let env = self.environment()?;
-        let set: PolicySet = load(&self.sources(&env));
+        let set: PolicySet = load(&self.sources(&env)?);
         for w in set.issues.iter().filter(|i| !i.is_error()) {
             eprintln!("cordon: {w}");
         }

@@ -13,6 +13,7 @@ pub struct SettingsFile {
     pub env: Option<EnvTable>,
     pub limits: Option<LimitsTable>,
     pub ignore_violations: Option<Vec<IgnoreRule>>,
+    pub policy: Option<PolicyTable>,
     /// Managed settings only: what no other layer may change.
     pub lock: Option<LockTable>,
 }
@@ -64,6 +65,16 @@ pub struct LimitsTable {
     pub cpu_time: Option<u64>,
     pub cpus: Option<f64>,
     pub timeout: Option<f64>,
+}
+
+/// Tool settings for the policy, as Gemini CLI's `tools.allowed` and `tools.exclude`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyTable {
+    /// Allowed without asking: a tool name, or `run_shell_command(command prefix)`.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Never run, in the same forms.
+    pub excluded_tools: Option<Vec<String>>,
 }
 
 /// Paths a command's own failures touch that are not worth reporting (`npm` writing its logs).
@@ -173,6 +184,9 @@ mod tests {
             [[ignore_violations]]
             command = "npm *"
             paths = ["~/.npm/_logs"]
+            [policy]
+            allowed_tools = ["run_shell_command(git status)"]
+            excluded_tools = ["web_fetch"]
             [lock]
             only_managed_domains = true
             only_managed_read_paths = true

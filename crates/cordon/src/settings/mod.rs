@@ -16,6 +16,7 @@
 //!   left out, and said so.
 
 pub mod file;
+pub mod import;
 
 use std::path::{Path, PathBuf};
 
@@ -52,6 +53,8 @@ pub enum Layer {
     Managed,
     User,
     Project,
+    /// A file named with `--settings`.
+    Given,
     Flags,
 }
 
@@ -69,6 +72,7 @@ impl std::fmt::Display for Source {
             Layer::Managed => "managed",
             Layer::User => "user",
             Layer::Project => "project",
+            Layer::Given => "--settings",
             Layer::Flags => "command line",
         };
         match &self.file {
@@ -127,6 +131,8 @@ pub struct Settings {
     pub cpus: Option<Sourced<f64>>,
     pub timeout: Option<Sourced<f64>>,
     pub ignore_violations: Vec<Sourced<IgnoreRule>>,
+    pub allowed_tools: Option<Sourced<Vec<String>>>,
+    pub excluded_tools: Vec<Sourced<String>>,
     pub locks: Locks,
     /// What was left out, and why: a lock, or an untrusted project widening something.
     pub left_out: Vec<String>,
@@ -149,6 +155,8 @@ pub struct Places {
     pub managed: PathBuf,
     pub user: Option<PathBuf>,
     pub project: Option<PathBuf>,
+    /// `--settings FILE`: a cordon.toml or another tool's settings, read as one.
+    pub given: Option<PathBuf>,
 }
 
 impl Places {
@@ -171,6 +179,7 @@ impl Places {
             managed,
             user,
             project,
+            given: None,
         }
     }
 }
@@ -206,12 +215,29 @@ pub fn read(places: &Places) -> anyhow::Result<Vec<(Layer, PathBuf, SettingsFile
         }
         files.push((layer, path.clone(), parsed));
     }
+    if let Some(path) = &places.given {
+        let imported = import::import(path)?;
+        for n in &imported.not_carried {
+            eprintln!(
+                "cordon: warning: --settings {}: not carried over: {n}",
+                path.display()
+            );
+        }
+        if imported.settings.lock.is_some() {
+            bail!(
+                "{}: [lock] belongs in managed settings ({})",
+                path.display(),
+                places.managed.display()
+            );
+        }
+        files.push((Layer::Given, path.clone(), imported.settings));
+    }
     Ok(files)
 }
 
 /// Turns a path as written in a settings file into an absolute one: `~/` is the home
 /// directory; a relative path is relative to the project (the directory holding `.cordon`),
-/// and refused elsewhere.
+/// relative to the working directory in a `--settings` file, and refused elsewhere.
 fn resolve_path(text: &str, layer: Layer, file: &Path, key: &str) -> anyhow::Result<PathBuf> {
     if let Some(rest) = text.strip_prefix("~/") {
         let home = std::env::var_os("HOME").context("HOME is not set, so `~/` means nothing")?;
@@ -223,6 +249,10 @@ fn resolve_path(text: &str, layer: Layer, file: &Path, key: &str) -> anyhow::Res
     }
     match (layer, file.parent().and_then(Path::parent)) {
         (Layer::Project, Some(project)) => Ok(project.join(path)),
+        // A file named on the command line speaks of where it is used.
+        (Layer::Given, _) => Ok(std::env::current_dir()
+            .context("cannot read the current directory")?
+            .join(path)),
         _ => bail!(
             "{}: {key}: `{text}` is relative; write an absolute path or one starting with ~/",
             file.display()
@@ -257,6 +287,8 @@ pub struct LayerValues {
     pub cpus: Option<f64>,
     pub timeout: Option<f64>,
     pub ignore_violations: Vec<IgnoreRule>,
+    pub allowed_tools: Option<Vec<String>>,
+    pub excluded_tools: Vec<String>,
 }
 
 impl LayerValues {
@@ -337,6 +369,12 @@ impl LayerValues {
             cpus: limits.cpus,
             timeout: limits.timeout,
             ignore_violations: f.ignore_violations.clone().unwrap_or_default(),
+            allowed_tools: f.policy.as_ref().and_then(|p| p.allowed_tools.clone()),
+            excluded_tools: f
+                .policy
+                .as_ref()
+                .and_then(|p| p.excluded_tools.clone())
+                .unwrap_or_default(),
         })
     }
 }
@@ -474,6 +512,14 @@ pub fn merge(layers: &[(Source, LayerValues)], locks: Locks, trust_project: bool
             "env.keep",
             "",
         );
+        m.set(
+            &mut s.allowed_tools,
+            v.allowed_tools.clone(),
+            |l| !l.is_empty(),
+            false,
+            "policy.allowed_tools",
+            "",
+        );
         // Limits: a project may lower one, or set one where none was.
         let lower = |now: Option<f64>| move |new: &f64| now.is_some_and(|n| *new > n);
         let max_processes = s.max_processes.as_ref().map(|v| v.value as f64);
@@ -523,6 +569,7 @@ pub fn merge(layers: &[(Source, LayerValues)], locks: Locks, trust_project: bool
         s.deny_read.extend(tagged(&v.deny_read, from));
         s.deny_domains.extend(tagged(&v.deny_domains, from));
         s.deny_env.extend(tagged(&v.deny_env, from));
+        s.excluded_tools.extend(tagged(&v.excluded_tools, from));
         // Ignoring violations hides what the sandbox saw: not for an untrusted project.
         if untrusted && !v.ignore_violations.is_empty() {
             s.left_out.push(format!(

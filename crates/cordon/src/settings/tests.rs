@@ -207,6 +207,7 @@ fn files_are_found_read_and_their_mistakes_named() {
         managed: dir.path().join("absent.toml"),
         user: Some(user_file.clone()),
         project: Some(project_file.clone()),
+        given: None,
     };
     let e = load(&places, LayerValues::default(), false)
         .expect_err("relative user path")
