@@ -55,7 +55,8 @@ pub enum HostOs {
 /// Named sets of hardening and limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Profile {
-    /// No capabilities, no privilege gain; limits only as asked.
+    /// No capabilities, no privilege gain; 4096 processes (as the native sandbox), other
+    /// limits only as asked.
     #[default]
     Dev,
     /// `dev`, and a read-only root file system (with a private `/tmp`), at most 1024
@@ -83,7 +84,7 @@ impl Profile {
     /// Default (processes, memory bytes, thousandths of a CPU) where nothing was asked.
     fn default_limits(self) -> (Option<u64>, Option<u64>, Option<u64>) {
         match self {
-            Profile::Dev | Profile::Offline => (None, None, None),
+            Profile::Dev | Profile::Offline => (Some(4096), None, None),
             Profile::Safe => (Some(1024), Some(8 << 30), None),
             Profile::Tight => (Some(256), Some(2 << 30), Some(2000)),
         }
@@ -378,6 +379,9 @@ pub fn build(
     }
     if let Some(millis) = spec.limits.cpu_millis.or(cpus) {
         args.push(format!("--cpus={}.{:03}", millis / 1000, millis % 1000));
+    }
+    if let Some(secs) = spec.limits.cpu_seconds {
+        args.push(format!("--ulimit=cpu={secs}:{secs}"));
     }
 
     match (&spec.network, options.profile) {

@@ -101,7 +101,7 @@ fn the_whole_linux_command_line() {
     assert_eq!(
         inv.command_line(),
         "docker run -i --rm --init --name cordon-proj-0123abcd --cap-drop=ALL \
-         --security-opt no-new-privileges --network none --user 1000:1000 \
+         --security-opt no-new-privileges --pids-limit=4096 --network none --user 1000:1000 \
          --tmpfs /home/ada:rw,exec,uid=1000,gid=1000,mode=0700 \
          -v /home/ada/proj:/home/ada/proj:rw --workdir /home/ada/proj \
          -e HOME=/home/ada -e GIT_DISCOVERY_ACROSS_FILESYSTEM=1 \
@@ -116,7 +116,7 @@ fn the_whole_macos_command_line() {
     assert_eq!(
         inv.command_line(),
         "docker run -i --rm --init --name cordon-proj-0123abcd --cap-drop=ALL \
-         --security-opt no-new-privileges --network none \
+         --security-opt no-new-privileges --pids-limit=4096 --network none \
          -v /Users/ada/proj:/Users/ada/proj:rw --workdir /Users/ada/proj \
          -e HOME=/root -e GIT_DISCOVERY_ACROSS_FILESYSTEM=1 \
          -e CORDON_SANDBOX=cordon-proj-0123abcd img:1 claude --resume"
@@ -428,12 +428,14 @@ fn hardening_and_limits() {
     s.limits.max_processes = Some(4096);
     s.limits.memory_bytes = Some(512 << 20);
     s.limits.cpu_millis = Some(1500);
+    s.limits.cpu_seconds = Some(60);
     let a = args(&s, &options(Engine::Docker), &linux());
     assert!(a.contains(&"--cap-drop=ALL".to_string()));
     assert!(has(&a, &["--security-opt", "no-new-privileges"]));
     assert!(a.contains(&"--pids-limit=4096".to_string()));
     assert!(a.contains(&"--memory=536870912b".to_string()));
     assert!(a.contains(&"--cpus=1.500".to_string()));
+    assert!(a.contains(&"--ulimit=cpu=60:60".to_string()));
     assert!(!a.contains(&"--read-only".to_string()));
 }
 

@@ -135,6 +135,12 @@ pub fn is_root() -> bool {
     sys::ids().0 == 0
 }
 
+/// This process's real user and group ids (a container runs as them, so what it writes
+/// belongs to the user).
+pub fn user_ids() -> (u32, u32) {
+    sys::ids()
+}
+
 /// True when this process has one thread, so forking it is safe.
 fn single_threaded() -> bool {
     std::fs::read_to_string("/proc/self/status")

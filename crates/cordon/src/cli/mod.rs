@@ -4,6 +4,8 @@
 mod backend;
 mod check;
 #[cfg(unix)]
+mod container;
+#[cfg(unix)]
 mod paths;
 mod policy;
 #[cfg(unix)]
@@ -39,7 +41,7 @@ enum Command {
     /// directory, its private /tmp and allowed paths, sees no other processes, has no network
     /// but loopback, and holds no privileges.
     #[cfg(unix)]
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// cordon's egress proxy on its own (HTTP and SOCKS5 on each address), for containers
     /// and other tools: only the allowed hosts are reachable; refusals print as JSON lines.
     #[cfg(target_os = "linux")]
@@ -130,7 +132,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Check(args) => check::run(args),
         Command::Policy(cmd) => policy::run(cmd),
         #[cfg(unix)]
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         #[cfg(target_os = "linux")]
         Command::Proxy(args) => proxy::proxy(args),
         #[cfg(unix)]

@@ -1,0 +1,508 @@
+//! `cordon run --backend docker|podman|container`: the program in a container.
+//!
+//! The engine's command line comes from `cordon_sandbox::container::build`, a pure function;
+//! this module gathers what it needs (the engine, the image, facts about the host), starts the
+//! engine with the terminal's standard streams, and makes sure no container outlives the run:
+//! a small watcher process, in its own process group so a Ctrl-C does not reach it, removes
+//! the container when cordon ends in any way but a normal one (SIGTERM, SIGKILL, a crash).
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use cordon_sandbox::container::{
+    self, DOCKERFILE, Engine, Host, HostOs, Invocation, Options, PathKind, Profile,
+    classify_pull_failure,
+};
+use cordon_sandbox::{NetworkMode, ProxyEndpoint, SandboxSpec};
+
+use super::backend::Elsewhere;
+
+/// Flags of the container backends.
+#[derive(Debug, Args, Default)]
+pub struct ContainerArgs {
+    /// The container image [default: $CORDON_SANDBOX_IMAGE, else the project's
+    /// .cordon/sandbox.Dockerfile, built and tagged by cordon].
+    #[arg(long, value_name = "NAME")]
+    image: Option<String>,
+    /// Hardening and limits for the container: dev, safe (read-only root file system),
+    /// tight (safe with small limits) or offline (no network) [default: dev].
+    #[arg(long, value_name = "NAME")]
+    container_profile: Option<String>,
+    /// Pass the model providers' API keys (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY,
+    /// …) into the container.
+    #[arg(long)]
+    pass_api_keys: bool,
+    /// Do not forward the SSH agent into the container (also CORDON_SANDBOX_SSH_AGENT=0).
+    #[arg(long)]
+    no_ssh_agent: bool,
+}
+
+impl ContainerArgs {
+    /// Whether any container flag was given.
+    pub fn is_set(&self) -> bool {
+        self.image.is_some()
+            || self.container_profile.is_some()
+            || self.pass_api_keys
+            || self.no_ssh_agent
+    }
+}
+
+/// `CORDON_SANDBOX` as the launcher reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SandboxVar {
+    /// Unset, empty, `0` or `false`: the OS's own sandbox.
+    Unset,
+    /// `docker` or `podman`.
+    Engine(Engine),
+    /// `1`, `true` or `container`: whichever engine is installed.
+    Auto,
+    /// Anything else is the name of the container this process already runs in.
+    Inside(String),
+}
+
+pub fn sandbox_var() -> SandboxVar {
+    let value = std::env::var("CORDON_SANDBOX").unwrap_or_default();
+    match value.as_str() {
+        "" | "0" | "false" => SandboxVar::Unset,
+        "1" | "true" | "container" => SandboxVar::Auto,
+        v => match Engine::parse(v) {
+            Some(e) => SandboxVar::Engine(e),
+            None => SandboxVar::Inside(value),
+        },
+    }
+}
+
+/// The program's path on `PATH`.
+fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The engine asked for, or the first one installed.
+fn choose_engine(asked: Option<Engine>) -> anyhow::Result<(Engine, PathBuf)> {
+    let candidates: &[Engine] = match asked {
+        Some(Engine::Docker) => &[Engine::Docker],
+        Some(Engine::Podman) => &[Engine::Podman],
+        None => &[Engine::Docker, Engine::Podman],
+    };
+    for e in candidates {
+        if let Some(path) = find_program(e.program()) {
+            return Ok((*e, path));
+        }
+    }
+    match asked {
+        Some(Engine::Docker) => bail!(
+            "docker is not installed (not found on PATH): install Docker (Debian and Ubuntu: `apt-get install docker.io`; macOS: Docker Desktop), or use --backend podman"
+        ),
+        Some(Engine::Podman) => bail!(
+            "podman is not installed (not found on PATH): install Podman (Debian and Ubuntu: `apt-get install podman`; macOS: `brew install podman`), or use --backend docker"
+        ),
+        None => bail!(
+            "neither docker nor podman is installed (not found on PATH): install one (Debian and Ubuntu: `apt-get install docker.io` or `apt-get install podman`; macOS: Docker Desktop or `brew install podman`)"
+        ),
+    }
+}
+
+/// Turns an engine's failure to answer into what to do about it.
+fn engine_failure(engine: Engine, stderr: &str) -> Option<anyhow::Error> {
+    let s = stderr.to_ascii_lowercase();
+    let name = engine.program();
+    if s.contains("permission denied") && (s.contains(".sock") || s.contains("socket")) {
+        return Some(anyhow::anyhow!(
+            "{name}: no permission to use the engine's socket: add your user to the `{name}` group (then log in again), or use rootless Podman; {name} said: {}",
+            stderr.trim()
+        ));
+    }
+    let unreachable = [
+        "cannot connect",
+        "is the docker daemon running",
+        "unable to connect",
+        "connection refused",
+        "no such file or directory",
+        "error during connect",
+    ];
+    if unreachable.iter().any(|p| s.contains(p)) {
+        let how = match engine {
+            Engine::Docker => {
+                "start it (`sudo systemctl start docker`, or run `dockerd`; on macOS open Docker Desktop)"
+            }
+            Engine::Podman => {
+                "start it (on macOS and Windows `podman machine start`; on Linux check `podman info`)"
+            }
+        };
+        return Some(anyhow::anyhow!(
+            "cannot reach the {name} engine: {how}; {name} said: {}",
+            stderr.trim()
+        ));
+    }
+    None
+}
+
+/// Output of a quick engine command.
+fn engine_output(program: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot start {}", program.display()))
+}
+
+/// Makes sure the image is there: found locally, else pulled; a failure says whose fault.
+fn ensure_image(engine: Engine, program: &Path, image: &str) -> anyhow::Result<()> {
+    let out = engine_output(program, &["image", "inspect", "--format", "{{.Id}}", image])?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if let Some(e) = engine_failure(engine, &stderr) {
+        return Err(e);
+    }
+    eprintln!("cordon: image {image} is not here; pulling it");
+    let pull = Command::new(program)
+        .args(["pull", image])
+        .stdin(Stdio::null())
+        .stdout(stderr_stdio()?)
+        .stderr(Stdio::piped())
+        .output()
+        .context("cannot start the engine to pull the image")?;
+    if pull.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&pull.stderr);
+    let fault = classify_pull_failure(&said);
+    bail!(
+        "cannot pull image {image}: {}; {} said: {}",
+        fault.hint(),
+        engine.program(),
+        said.trim()
+    )
+}
+
+/// cordon's standard error, for a child's standard output: build and pull progress must not
+/// mix with the program's output, which may be piped.
+fn stderr_stdio() -> anyhow::Result<Stdio> {
+    use std::os::fd::AsFd;
+    Ok(Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?))
+}
+
+/// The project's image from `.cordon/sandbox.Dockerfile`: built when its tag (one per recipe)
+/// is missing, with the build's progress on standard error.
+fn project_image(
+    engine: Engine,
+    program: &Path,
+    cwd: &Path,
+    recipe: &Path,
+    dry_run: bool,
+) -> anyhow::Result<String> {
+    let text = std::fs::read(recipe)
+        .with_context(|| format!("{}: cannot read the image recipe", recipe.display()))?;
+    let tag = container::dockerfile_tag(cwd, &text);
+    if dry_run {
+        return Ok(tag);
+    }
+    let out = engine_output(program, &["image", "inspect", "--format", "{{.Id}}", &tag])?;
+    if out.status.success() {
+        return Ok(tag);
+    }
+    if let Some(e) = engine_failure(engine, &String::from_utf8_lossy(&out.stderr)) {
+        return Err(e);
+    }
+    eprintln!("cordon: building {tag} from {}", recipe.display());
+    let context_dir = recipe.parent().unwrap_or(cwd);
+    let status = Command::new(program)
+        .arg("build")
+        .arg("-f")
+        .arg(recipe)
+        .args(["-t", &tag])
+        .arg(context_dir)
+        .stdin(Stdio::null())
+        .stdout(stderr_stdio()?)
+        .status()
+        .context("cannot start the engine to build the image")?;
+    if !status.success() {
+        bail!(
+            "{}: the image build failed (its output is above); fix the recipe and run again",
+            recipe.display()
+        );
+    }
+    Ok(tag)
+}
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn env_flag(name: &str) -> anyhow::Result<Option<bool>> {
+    match env_var(name).as_deref() {
+        None => Ok(None),
+        Some("1" | "true") => Ok(Some(true)),
+        Some("0" | "false") => Ok(Some(false)),
+        Some(v) => bail!("{name}={v}: write 1 or 0"),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn user_ids() -> (u32, u32) {
+    cordon_sandbox::linux::user_ids()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn user_ids() -> (u32, u32) {
+    let id = |flag: &str| {
+        Command::new("id")
+            .arg(flag)
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (id("-u"), id("-g"))
+}
+
+/// Whether Podman runs without root (then it maps users with `--userns=keep-id`).
+fn podman_rootless(program: &Path) -> bool {
+    engine_output(
+        program,
+        &["info", "--format", "{{.Host.Security.Rootless}}"],
+    )
+    .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "true")
+    .unwrap_or(false)
+}
+
+/// Runs (or with `--dry-run` shows) the run's spec in a container.
+pub fn run_container(
+    asked: Option<Engine>,
+    flags: &ContainerArgs,
+    dry_run: bool,
+    run: &Elsewhere<'_>,
+) -> anyhow::Result<u8> {
+    if let SandboxVar::Inside(name) = sandbox_var() {
+        bail!(
+            "already inside the container {name} (CORDON_SANDBOX is set): cordon does not launch a container from inside one; run without --backend to use the sandbox here"
+        );
+    }
+    let mut spec: SandboxSpec = run.spec.clone();
+    // The limits as asked: the engine enforces them for the whole container.
+    spec.limits = cordon_sandbox::Limits {
+        max_processes: run.max_processes_given,
+        ..*run.wanted
+    };
+    if run.domains_allowed {
+        // The builder refuses this, with the reason; the endpoint is never used.
+        spec.network = NetworkMode::Proxy(ProxyEndpoint {
+            socket: None,
+            http_port: super::proxy::HTTP_PORT,
+            socks_port: super::proxy::SOCKS_PORT,
+        });
+    }
+    let (engine, program) = match choose_engine(asked) {
+        Ok(found) => found,
+        // A dry run shows the command even where the engine is not installed.
+        Err(_) if dry_run => (
+            asked.unwrap_or(Engine::Docker),
+            PathBuf::from(asked.unwrap_or(Engine::Docker).program()),
+        ),
+        Err(e) => return Err(e),
+    };
+    let profile = match flags
+        .container_profile
+        .clone()
+        .or_else(|| env_var("CORDON_SANDBOX_PROFILE"))
+    {
+        None => Profile::default(),
+        Some(name) => Profile::parse(&name).with_context(|| {
+            format!(
+                "--container-profile {name}: no such profile; choose one of {}",
+                Profile::NAMES
+            )
+        })?,
+    };
+    let options_env = |name: &str| env_var(name).unwrap_or_default();
+    let recipe = spec.cwd.join(DOCKERFILE);
+    let image = match flags
+        .image
+        .clone()
+        .or_else(|| env_var("CORDON_SANDBOX_IMAGE"))
+    {
+        Some(image) => {
+            if !dry_run {
+                ensure_image(engine, &program, &image)?;
+            }
+            image
+        }
+        None if recipe.is_file() => project_image(engine, &program, &spec.cwd, &recipe, dry_run)?,
+        None => bail!(
+            "no container image: give --image NAME, set CORDON_SANDBOX_IMAGE, or keep a recipe in {DOCKERFILE}"
+        ),
+    };
+    let ssh_agent = !flags.no_ssh_agent && env_flag("CORDON_SANDBOX_SSH_AGENT")? != Some(false);
+    let options = Options {
+        engine,
+        image,
+        name: container::container_name(&spec.cwd, &super::backend::run_tag()[..8]),
+        profile,
+        set_uid_gid: env_flag("CORDON_SANDBOX_SET_UID_GID")?,
+        container_home: None,
+        mounts: container::parse_mounts(&options_env("CORDON_SANDBOX_MOUNTS"))?,
+        env: container::parse_env(&options_env("CORDON_SANDBOX_ENV"))?,
+        flags: container::parse_flags(&options_env("CORDON_SANDBOX_FLAGS"))?,
+        ports: container::parse_ports(&options_env("CORDON_SANDBOX_PORTS"))?,
+        pass_api_keys: flags.pass_api_keys,
+        keep_env: run.keep_env.to_vec(),
+        ssh_agent,
+    };
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let (uid, gid) = user_ids();
+    let mut host = Host {
+        os: if cfg!(target_os = "macos") {
+            HostOs::MacOs
+        } else {
+            HostOs::Linux
+        },
+        uid,
+        gid,
+        home: home.clone(),
+        settings_dir: super::setup::user_policy_dir()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .filter(|d| d.is_dir()),
+        env: std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect(),
+        tty: std::io::stdin().is_terminal(),
+        rootless: engine == Engine::Podman && !dry_run && podman_rootless(&program),
+        kinds: Vec::new(),
+    };
+    for p in Host::paths_to_check(&spec, &options, home.as_deref()) {
+        let kind = match std::fs::metadata(&p) {
+            Ok(m) if m.is_dir() => Some(PathKind::Dir),
+            Ok(_) => Some(PathKind::File),
+            Err(_) => None,
+        };
+        if let Some(kind) = kind {
+            host.kinds.push((p, kind));
+        }
+    }
+    let invocation = container::build(&spec, &options, &host)?;
+    for w in &invocation.warnings {
+        eprintln!("cordon: warning: {w}");
+    }
+    if dry_run {
+        println!("{}", invocation.command_line());
+        return Ok(0);
+    }
+    if env_var("CORDON_DEBUG").is_some_and(|v| v != "0") {
+        eprintln!("cordon: {}", invocation.command_line());
+    }
+    if ssh_agent
+        && invocation
+            .args
+            .iter()
+            .any(|a| a.starts_with("SSH_AUTH_SOCK="))
+    {
+        warn_if_agent_empty();
+    }
+    launch(&program, &invocation, &options.name, spec.limits.timeout)
+}
+
+/// `ssh-add -l` exits 1 when the agent holds no keys: forwarding it then helps nobody.
+fn warn_if_agent_empty() {
+    let status = Command::new("ssh-add")
+        .arg("-l")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if matches!(status.map(|s| s.code()), Ok(Some(1))) {
+        eprintln!(
+            "cordon: warning: the SSH agent holds no keys; git over SSH inside will fail (add one with `ssh-add`)"
+        );
+    }
+}
+
+/// Removes the container when cordon ends without saying it is done: it reads the engine's
+/// process id, then waits for `done`; at end of input without it (cordon was killed), it kills
+/// that process and removes the container, twice, the second time for a container whose
+/// creation was still under way.
+const WATCHER: &str = r#"read -r pid; read -r state
+[ "$state" = done ] && exit 0
+[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+"$0" rm -f "$1" >/dev/null 2>&1
+sleep 2
+exec "$0" rm -f "$1" >/dev/null 2>&1"#;
+
+fn launch(
+    program: &Path,
+    invocation: &Invocation,
+    name: &str,
+    timeout: Option<std::time::Duration>,
+) -> anyhow::Result<u8> {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+
+    let (watch_read, mut watch_write) = std::io::pipe()?;
+    // Its own process group: a Ctrl-C at the terminal reaches cordon and the engine, not the
+    // one process that must clean up after them.
+    let mut watcher = Command::new("/bin/sh")
+        .args(["-c", WATCHER])
+        .arg(program)
+        .arg(name)
+        .stdin(watch_read)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .context("cannot start the process that cleans up after the container")?;
+    let mut engine = Command::new(program);
+    engine.args(&invocation.args);
+    for (k, v) in &invocation.secret_env {
+        engine.env(k, v);
+    }
+    let mut child = engine
+        .spawn()
+        .with_context(|| format!("cannot start {}", program.display()))?;
+    let _ = writeln!(watch_write, "{}", child.id());
+    let timer = timeout.map(|t| {
+        let program = program.to_path_buf();
+        let name = name.to_string();
+        let (cancel, cancelled) = std::sync::mpsc::channel::<()>();
+        let handle = std::thread::spawn(move || {
+            if cancelled.recv_timeout(t) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                let _ = Command::new(&program)
+                    .args(["kill", &name])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+                return true;
+            }
+            false
+        });
+        (cancel, handle)
+    });
+    let status = child.wait().context("lost the engine process")?;
+    let timed_out = match timer {
+        Some((cancel, handle)) => {
+            let _ = cancel.send(());
+            handle.join().unwrap_or(false)
+        }
+        None => false,
+    };
+    let _ = writeln!(watch_write, "done");
+    drop(watch_write);
+    let _ = watcher.wait();
+    if timed_out {
+        eprintln!("cordon: the command ran longer than --timeout and was killed");
+        return Ok(cordon_sandbox::exit::TIMEOUT);
+    }
+    Ok(match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(u8::MAX),
+        (None, Some(sig)) => 128u8.saturating_add(u8::try_from(sig).unwrap_or(0)),
+        _ => u8::MAX,
+    })
+}
