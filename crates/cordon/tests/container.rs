@@ -332,14 +332,76 @@ fn no_network_when_nothing_is_allowed() {
     let out = p.run(&["--", "ls", "/sys/class/net"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "lo\n");
-    // An allowed domain is refused rather than given the engine's open network.
-    let out = p.run(&["--allow-domain", "example.com", "--", "true"]);
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("cannot use --allow-domain yet"),
+}
+
+/// A web server on the host's loopback answering every request with `body`.
+fn web_server(body: &'static str) -> u16 {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn allowed_domains_are_reached_through_cordons_proxy_and_nothing_else() {
+    let Some(p) = Project::new() else { return };
+    if !is_root() {
+        return skip("handing the proxy's ports into a rootful engine's container needs root");
+    }
+    let port = web_server("hello-through-proxy");
+    let script = format!(
+        "ls /sys/class/net; \
+         wget -qO- http://allowed.test:{port}/ && echo; echo allowed=$?; \
+         wget -qO- http://denied.test:{port}/ 2>/dev/null; echo denied=$?; \
+         if echo x | nc -w 2 127.0.0.1 {port} 2>/dev/null; then echo direct=open; \
+         else echo direct=refused; fi"
+    );
+    let out = p.run(&[
+        "--allow-domain",
+        "allowed.test",
+        "--resolve",
+        "allowed.test=127.0.0.1",
+        "--resolve",
+        "denied.test=127.0.0.1",
+        "--allow-private-ips",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Still no network but loopback; the allowed host answers through the proxy, the other
+    // is refused there, and going around the proxy reaches only the container's own loopback.
+    assert_eq!(
+        stdout(&out),
+        "lo\nhello-through-proxy\nallowed=0\ndenied=1\ndirect=refused\n",
         "{}",
         stderr(&out)
     );
+    assert!(
+        stderr(&out).contains(&format!("connect denied.test:{port}")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(p.containers().is_empty());
 }
 
 #[test]

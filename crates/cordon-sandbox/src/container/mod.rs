@@ -122,7 +122,22 @@ pub struct Options {
     pub keep_env: Vec<String>,
     /// Forward the SSH agent when `SSH_AUTH_SOCK` is set.
     pub ssh_agent: bool,
+    /// With allowed domains (`NetworkMode::Proxy`): what the program is told about cordon's
+    /// proxy (`HTTP_PROXY` and the rest), and a host directory, mounted at [`GATE_INSIDE`],
+    /// where the launcher makes `ready` once the proxy's ports are there; the program starts
+    /// only then.
+    pub proxy: Option<ProxyGate>,
 }
+
+/// How a container reaches cordon's proxy (see [`Options::proxy`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyGate {
+    pub env: Vec<(String, String)>,
+    pub gate_dir: PathBuf,
+}
+
+/// Where the gate directory appears inside.
+pub const GATE_INSIDE: &str = "/run/cordon";
 
 /// What the caller found out about the host. Paths are absolute.
 #[derive(Debug, Clone)]
@@ -280,11 +295,11 @@ fn quote(s: &str) -> String {
 /// Why a launch cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ContainerError {
+    #[error("allowed domains need cordon's proxy, and no proxy gate was given")]
+    ProxyWithoutGate,
     #[error(
-        "the container backend cannot use --allow-domain yet: cordon's proxy is not bridged into containers, and a container with the engine's own network would reach every host; drop --allow-domain (no network) or use --backend linux"
+        "the offline profile has no network; drop --network host and --allow-domain, or choose another profile"
     )]
-    ProxyUnsupported,
-    #[error("the offline profile has no network; drop --network host or choose another profile")]
     OfflineWithNetwork,
     #[error("CORDON_SANDBOX_MOUNTS: {}: no such file or directory on the host", .0.display())]
     MountMissing(PathBuf),
@@ -385,9 +400,14 @@ pub fn build(
     }
 
     match (&spec.network, options.profile) {
-        (NetworkMode::Proxy(_), _) => return Err(ContainerError::ProxyUnsupported),
-        (NetworkMode::Host, Profile::Offline) => return Err(ContainerError::OfflineWithNetwork),
-        (NetworkMode::None, _) => args.extend(["--network".into(), "none".into()]),
+        (NetworkMode::Host | NetworkMode::Proxy(_), Profile::Offline) => {
+            return Err(ContainerError::OfflineWithNetwork);
+        }
+        // Allowed domains: no network but loopback, whose proxy ports the launcher hands to
+        // cordon's proxy from outside (so the same rules hold as in the native sandbox).
+        (NetworkMode::None | NetworkMode::Proxy(_), _) => {
+            args.extend(["--network".into(), "none".into()]);
+        }
         // The engine's default network: the whole internet, as `--network host` is for the
         // native sandbox, without the host's own loopback services.
         (NetworkMode::Host, _) => {}
@@ -468,6 +488,14 @@ pub fn build(
                 mounts.push((path.clone(), inside, "ro"));
             }
         }
+    }
+    let gate = match (&spec.network, &options.proxy) {
+        (NetworkMode::Proxy(_), Some(gate)) => Some(gate),
+        (NetworkMode::Proxy(_), None) => return Err(ContainerError::ProxyWithoutGate),
+        _ => None,
+    };
+    if let Some(gate) = gate {
+        mounts.push((gate.gate_dir.clone(), PathBuf::from(GATE_INSIDE), "ro"));
     }
     for m in &options.mounts {
         if host.kind(&m.from).is_none() {
@@ -559,6 +587,10 @@ pub fn build(
     }
     env.push(("HOME".into(), text(&container_home)?.to_string()));
     env.push(("GIT_DISCOVERY_ACROSS_FILESYSTEM".into(), "1".into()));
+    if let Some(gate) = gate {
+        env.retain(|(k, _)| !gate.env.iter().any(|(g, _)| g == k));
+        env.extend(gate.env.iter().cloned());
+    }
     env.extend(options.env.iter().cloned());
     env.push(("CORDON_SANDBOX".into(), options.name.clone()));
     for (k, v) in env {
@@ -576,13 +608,25 @@ pub fn build(
     args.extend(options.flags.iter().cloned());
     args.push(options.image.clone());
 
-    // The command, after the project's start-up file when it has one.
+    // The command: after the proxy's ports are there, and after the project's start-up file
+    // when it has one (both need the image's /bin/sh).
+    let mut prelude = Vec::new();
+    if gate.is_some() {
+        // A fractional sleep where the image's sleep takes one, else whole seconds.
+        prelude.push(format!(
+            "until [ -e {GATE_INSIDE}/ready ]; do sleep 0.01 2>/dev/null || sleep 1; done"
+        ));
+    }
     let bashrc = spec.cwd.join(BASHRC);
     if host.kind(&bashrc) == Some(PathKind::File) {
+        prelude.push(format!(". {}", quote(text(&bashrc)?)));
+    }
+    if !prelude.is_empty() {
+        prelude.push("exec \"$@\"".into());
         args.extend([
             "/bin/sh".into(),
             "-c".into(),
-            format!(". {} && exec \"$@\"", quote(text(&bashrc)?)),
+            prelude.join(" && "),
             "cordon-sandbox".into(),
         ]);
     }

@@ -36,6 +36,7 @@ fn options(engine: Engine) -> Options {
         pass_api_keys: false,
         keep_env: vec![],
         ssh_agent: true,
+        proxy: None,
     }
 }
 
@@ -478,15 +479,47 @@ fn network_modes() {
     s.network = NetworkMode::Host;
     let a = args(&s, &options(Engine::Docker), &linux());
     assert!(!a.contains(&"--network".to_string()));
-    // Allowed domains are refused rather than given the engine's open network.
+    // Allowed domains: still no network but loopback; the proxy's variables, and the command
+    // waits at the gate until the launcher has handed the proxy's ports over.
     s.network = NetworkMode::Proxy(ProxyEndpoint {
         socket: Some("/tmp/p.sock".into()),
         http_port: 3128,
         socks_port: 1080,
     });
-    let e = build(&s, &options(Engine::Docker), &linux()).unwrap_err();
-    assert_eq!(e, ContainerError::ProxyUnsupported);
-    assert!(e.to_string().contains("--allow-domain"));
+    assert_eq!(
+        build(&s, &options(Engine::Docker), &linux()),
+        Err(ContainerError::ProxyWithoutGate)
+    );
+    let mut o = options(Engine::Docker);
+    o.proxy = Some(ProxyGate {
+        env: vec![("HTTPS_PROXY".into(), "http://127.0.0.1:3128".into())],
+        gate_dir: "/tmp/cordon-gate-1".into(),
+    });
+    let mut h = linux();
+    h.env = vec![("HTTPS_PROXY".into(), "http://corp:8080".into())];
+    let a = args(&s, &o, &h);
+    assert!(has(&a, &["--network", "none"]));
+    assert!(mounts_of(&a).contains(&"/tmp/cordon-gate-1:/run/cordon:ro"));
+    let e = env_of(&a);
+    assert!(e.contains(&"HTTPS_PROXY=http://127.0.0.1:3128"));
+    assert!(!e.contains(&"HTTPS_PROXY=http://corp:8080"));
+    assert!(a.ends_with(
+        &[
+            "img:1",
+            "/bin/sh",
+            "-c",
+            "until [ -e /run/cordon/ready ]; do sleep 0.01 2>/dev/null || sleep 1; done && exec \"$@\"",
+            "cordon-sandbox",
+            "claude",
+            "--resume"
+        ]
+        .map(String::from)
+    ));
+    o.profile = Profile::Offline;
+    assert_eq!(
+        build(&s, &o, &linux()),
+        Err(ContainerError::OfflineWithNetwork)
+    );
 }
 
 #[test]

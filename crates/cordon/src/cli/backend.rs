@@ -120,8 +120,8 @@ pub struct Elsewhere<'a> {
     pub deny_read: &'a [PathBuf],
     pub own_settings: &'a [PathBuf],
     pub report: Option<&'a Path>,
-    /// `--allow-domain` was given: the run needs cordon's proxy.
-    pub domains_allowed: bool,
+    /// Which hosts may be reached: a container gets cordon's proxy when any is allowed.
+    pub net: &'a super::proxy::NetFlags,
     /// `--max-processes` as given: a container profile's default applies otherwise.
     pub max_processes_given: Option<u64>,
     /// `--keep-env`: also passed into a container.

@@ -13,12 +13,13 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, bail};
 use clap::Args;
 use cordon_sandbox::container::{
-    self, DOCKERFILE, Engine, Host, HostOs, Invocation, Options, PathKind, Profile,
+    self, DOCKERFILE, Engine, Host, HostOs, Invocation, Options, PathKind, Profile, ProxyGate,
     classify_pull_failure,
 };
-use cordon_sandbox::{NetworkMode, ProxyEndpoint, SandboxSpec};
+use cordon_sandbox::{NetworkMode, ProxyEndpoint, SandboxSpec, Violation};
 
 use super::backend::Elsewhere;
+use super::proxy::RunProxy;
 
 /// Flags of the container backends.
 #[derive(Debug, Args, Default)]
@@ -293,13 +294,37 @@ pub fn run_container(
         max_processes: run.max_processes_given,
         ..*run.wanted
     };
-    if run.domains_allowed {
-        // The builder refuses this, with the reason; the endpoint is never used.
-        spec.network = NetworkMode::Proxy(ProxyEndpoint {
-            socket: None,
-            http_port: super::proxy::HTTP_PORT,
-            socks_port: super::proxy::SOCKS_PORT,
-        });
+    // Allowed hosts: cordon's proxy, as for the native sandbox, with its ports handed into
+    // the container once it runs (see `launch`). A dry run starts nothing.
+    let proxy = if dry_run {
+        run.net.rules()?;
+        run.net.any_allowed().then(|| {
+            let endpoint = ProxyEndpoint {
+                socket: None,
+                http_port: super::proxy::HTTP_PORT,
+                socks_port: super::proxy::SOCKS_PORT,
+            };
+            (None, endpoint, std::env::temp_dir().join("cordon-gate"))
+        })
+    } else {
+        match RunProxy::start(run.net)? {
+            Some((proxy, endpoint)) => {
+                let gate = cordon_sandbox::private_dir(&std::env::temp_dir(), "cordon-gate")
+                    .context("cannot make the directory that tells the container to start")?;
+                // Whoever the container runs as must see `ready` appear.
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&gate, std::fs::Permissions::from_mode(0o755))?;
+                Some((Some(proxy), endpoint, gate))
+            }
+            None => None,
+        }
+    };
+    let _gate_cleanup = proxy
+        .as_ref()
+        .filter(|_| !dry_run)
+        .map(|(_, _, g)| RemoveDir(g.clone()));
+    if let Some((_, endpoint, _)) = &proxy {
+        spec.network = NetworkMode::Proxy(endpoint.clone());
     }
     let (engine, program) = match choose_engine(asked) {
         Ok(found) => found,
@@ -356,6 +381,14 @@ pub fn run_container(
         pass_api_keys: flags.pass_api_keys,
         keep_env: run.keep_env.to_vec(),
         ssh_agent,
+        proxy: proxy.as_ref().map(|(_, endpoint, gate)| ProxyGate {
+            // ssh's ProxyCommand would name cordon's path on the host, absent inside.
+            env: super::proxy::environment(endpoint)
+                .into_iter()
+                .filter(|(k, _)| k != "GIT_SSH_COMMAND")
+                .collect(),
+            gate_dir: gate.clone(),
+        }),
     };
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
@@ -409,7 +442,97 @@ pub fn run_container(
     {
         warn_if_agent_empty();
     }
-    launch(&program, &invocation, &options.name, spec.limits.timeout)
+    let (proxy, bridge) = match proxy {
+        Some((proxy, endpoint, gate)) => (proxy, Some((endpoint, gate))),
+        None => (None, None),
+    };
+    let ended = launch(
+        &program,
+        &invocation,
+        &options.name,
+        spec.limits.timeout,
+        bridge.as_ref(),
+    );
+    let refused = proxy.map(|p| p.finish()).unwrap_or_default();
+    let (code, timed_out) = ended?;
+    let blocked: Vec<Violation> = refused
+        .iter()
+        .map(|b| Violation {
+            path: None,
+            destination: Some(format!("{}:{}", b.host, b.port)),
+            operation: "connect",
+            rule: b.rule.clone(),
+            exact: true,
+            action: None,
+            evidence: None,
+        })
+        .collect();
+    super::run::tell_what_happened(&blocked, &[], code, timed_out, None, run.report)?;
+    Ok(code)
+}
+
+/// Removes a directory when dropped.
+struct RemoveDir(PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The container's first process, once the engine has started it.
+fn container_pid(
+    program: &Path,
+    name: &str,
+    engine: &mut std::process::Child,
+) -> anyhow::Result<u32> {
+    let start = std::time::Instant::now();
+    loop {
+        let out = engine_output(program, &["inspect", "--format", "{{.State.Pid}}", name])?;
+        if let Ok(pid) = String::from_utf8_lossy(&out.stdout).trim().parse::<u32>()
+            && pid != 0
+        {
+            return Ok(pid);
+        }
+        if engine.try_wait()?.is_some() {
+            bail!("the container ended before cordon could connect it to its proxy");
+        }
+        if start.elapsed() > std::time::Duration::from_secs(120) {
+            bail!("the container did not start within two minutes");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Hands the proxy's ports into the running container, then opens its gate.
+#[cfg(target_os = "linux")]
+fn connect_proxy(
+    program: &Path,
+    name: &str,
+    engine: &mut std::process::Child,
+    endpoint: &ProxyEndpoint,
+    gate: &Path,
+) -> anyhow::Result<()> {
+    let pid = container_pid(program, name, engine)?;
+    cordon_sandbox::linux::hand_ports_from(pid, endpoint).with_context(|| {
+        format!(
+            "cannot hand cordon's proxy ports into the container's network namespace (process {pid}); this needs root (a rootful engine run by root); rootless engines are not supported with --allow-domain yet"
+        )
+    })?;
+    std::fs::write(gate.join("ready"), b"")
+        .context("cannot tell the container that its proxy is ready")?;
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn connect_proxy(
+    _: &Path,
+    _: &str,
+    _: &mut std::process::Child,
+    _: &ProxyEndpoint,
+    _: &Path,
+) -> anyhow::Result<()> {
+    bail!("--allow-domain with a container needs cordon's proxy, which runs only on Linux so far")
 }
 
 /// `ssh-add -l` exits 1 when the agent holds no keys: forwarding it then helps nobody.
@@ -438,12 +561,14 @@ const WATCHER: &str = r#"read -r pid; read -r state
 sleep 2
 exec "$0" rm -f "$1" >/dev/null 2>&1"#;
 
+/// Runs the engine and returns the exit status and whether `--timeout` ended it.
 fn launch(
     program: &Path,
     invocation: &Invocation,
     name: &str,
     timeout: Option<std::time::Duration>,
-) -> anyhow::Result<u8> {
+    bridge: Option<&(ProxyEndpoint, PathBuf)>,
+) -> anyhow::Result<(u8, bool)> {
     use std::os::unix::process::{CommandExt, ExitStatusExt};
 
     let (watch_read, mut watch_write) = std::io::pipe()?;
@@ -468,6 +593,19 @@ fn launch(
         .spawn()
         .with_context(|| format!("cannot start {}", program.display()))?;
     let _ = writeln!(watch_write, "{}", child.id());
+    if let Some((endpoint, gate)) = bridge
+        && let Err(e) = connect_proxy(program, name, &mut child, endpoint, gate)
+    {
+        // The program never started (it waits at the gate): remove it and say why.
+        let _ = Command::new(program)
+            .args(["rm", "-f", name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = child.wait();
+        let _ = writeln!(watch_write, "done");
+        return Err(e);
+    }
     let timer = timeout.map(|t| {
         let program = program.to_path_buf();
         let name = name.to_string();
@@ -498,11 +636,12 @@ fn launch(
     let _ = watcher.wait();
     if timed_out {
         eprintln!("cordon: the command ran longer than --timeout and was killed");
-        return Ok(cordon_sandbox::exit::TIMEOUT);
+        return Ok((cordon_sandbox::exit::TIMEOUT, true));
     }
-    Ok(match (status.code(), status.signal()) {
+    let code = match (status.code(), status.signal()) {
         (Some(code), _) => u8::try_from(code).unwrap_or(u8::MAX),
         (None, Some(sig)) => 128u8.saturating_add(u8::try_from(sig).unwrap_or(0)),
         _ => u8::MAX,
-    })
+    };
+    Ok((code, false))
 }

@@ -279,7 +279,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         deny_read: &args.deny_read,
         own_settings: &own_settings,
         report: args.report.as_deref(),
-        domains_allowed: args.net.any_allowed(),
+        net: &args.net,
         max_processes_given: args.max_processes,
         keep_env: &args.keep_env,
     };
