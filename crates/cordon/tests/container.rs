@@ -9,7 +9,7 @@ mod common;
 
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -26,35 +26,111 @@ fn skip(why: &str) {
     eprintln!("container tests skipped: {why}");
 }
 
-fn docker(args: &[&str]) -> Output {
-    Command::new("docker")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run docker")
+/// The engines the tests run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Eng {
+    Docker,
+    Podman,
 }
 
-/// Makes the test image once per test run: `Err` says why it cannot be had here.
-fn image() -> Result<(), String> {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    READY.get_or_init(make_image).clone()
+impl Eng {
+    fn name(self) -> &'static str {
+        match self {
+            Eng::Docker => "docker",
+            Eng::Podman => "podman",
+        }
+    }
+
+    /// The engine's readiness: `Ok(Some(conf))` when Podman needs the tests' containers.conf.
+    fn ready(self) -> &'static Result<Option<PathBuf>, String> {
+        static DOCKER: OnceLock<Result<Option<PathBuf>, String>> = OnceLock::new();
+        static PODMAN: OnceLock<Result<Option<PathBuf>, String>> = OnceLock::new();
+        match self {
+            Eng::Docker => DOCKER.get_or_init(|| make_image(self)),
+            Eng::Podman => PODMAN.get_or_init(|| make_image(self)),
+        }
+    }
+
+    fn conf(self) -> Option<PathBuf> {
+        self.ready().clone().ok().flatten()
+    }
+
+    /// The engine as the tests run it.
+    fn command(self, conf: Option<&Path>) -> Command {
+        let mut cmd = Command::new(self.name());
+        if let Some(conf) = conf {
+            cmd.env("CONTAINERS_CONF", conf);
+        }
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(self, args: &[&str]) -> Output {
+        self.command(self.conf().as_deref())
+            .args(args)
+            .output()
+            .expect("run the engine")
+    }
 }
 
-fn make_image() -> Result<(), String> {
-    let version = Command::new("docker")
-        .args(["version", "--format", "{{.Server.Version}}"])
-        .stdin(Stdio::null())
+/// Podman where its defaults do not work (inside another container, as in CI): runc, and
+/// resource limits no higher than the host allows.
+const PODMAN_CONF: &str = "[containers]
+default_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]
+[engine]
+runtime = \"runc\"
+";
+
+/// Makes the test image for `engine` once per test run: `Err` says why it cannot be had here.
+fn make_image(engine: Eng) -> Result<Option<PathBuf>, String> {
+    let name = engine.name();
+    let version = engine
+        .command(None)
+        .arg("version")
         .output()
-        .map_err(|e| format!("docker is not installed ({e})"))?;
+        .map_err(|e| format!("{name} is not installed ({e})"))?;
     if !version.status.success() {
         return Err(format!(
-            "the docker engine cannot be reached: {}",
+            "the {name} engine cannot be reached: {}",
             stderr(&version).trim()
         ));
     }
-    if docker(&["image", "inspect", IMAGE]).status.success() {
-        return Ok(());
+    let present = |conf: Option<&Path>| {
+        engine
+            .command(conf)
+            .args(["image", "inspect", IMAGE])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !present(None) {
+        import_image(engine)?;
     }
+    let probe = |conf: Option<&Path>| {
+        engine
+            .command(conf)
+            .args(["run", "--rm", "--init", "--network", "none", IMAGE, "true"])
+            .output()
+            .expect("run the engine")
+    };
+    let first = probe(None);
+    if first.status.success() {
+        return Ok(None);
+    }
+    if engine == Eng::Podman {
+        let conf = std::env::temp_dir().join("cordon-test-containers.conf");
+        std::fs::write(&conf, PODMAN_CONF).map_err(|e| e.to_string())?;
+        if probe(Some(&conf)).status.success() {
+            return Ok(Some(conf));
+        }
+    }
+    Err(format!(
+        "the busybox image does not run under {name} (is /bin/busybox static? install busybox-static; for podman also catatonit): {}",
+        stderr(&first)
+    ))
+}
+
+/// A root file system holding the host's static busybox, imported as [`IMAGE`].
+fn import_image(engine: Eng) -> Result<(), String> {
     let busybox = Path::new("/bin/busybox");
     if !busybox.is_file() {
         return Err("/bin/busybox is missing (install busybox-static)".into());
@@ -87,19 +163,17 @@ fn make_image() -> Result<(), String> {
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("tar: {e}"))?;
-    let import = Command::new("docker")
+    let import = engine
+        .command(None)
         .args(["import", "-", IMAGE])
         .stdin(tar.stdout.expect("tar's output"))
         .output()
         .map_err(|e| e.to_string())?;
     if !import.status.success() {
-        return Err(format!("docker import failed: {}", stderr(&import)));
-    }
-    let probe = docker(&["run", "--rm", "--network", "none", IMAGE, "true"]);
-    if !probe.status.success() {
         return Err(format!(
-            "the busybox image does not run (is /bin/busybox static? install busybox-static): {}",
-            stderr(&probe)
+            "{} import failed: {}",
+            engine.name(),
+            stderr(&import)
         ));
     }
     Ok(())
@@ -108,19 +182,20 @@ fn make_image() -> Result<(), String> {
 /// A project directory with a name of its own, so its containers can be told apart.
 struct Project {
     dir: tempfile::TempDir,
+    engine: Eng,
 }
 
 impl Project {
-    fn new() -> Option<Project> {
-        if let Err(why) = image() {
-            skip(&why);
+    fn new(engine: Eng) -> Option<Project> {
+        if let Err(why) = engine.ready() {
+            skip(why);
             return None;
         }
         let dir = tempfile::Builder::new()
             .prefix("cordonct")
             .tempdir()
             .expect("temp dir");
-        Some(Project { dir })
+        Some(Project { dir, engine })
     }
 
     fn path(&self) -> &Path {
@@ -135,7 +210,10 @@ impl Project {
 
     fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(cordon_bin());
-        cmd.args(["run", "--backend", "docker"]);
+        cmd.args(["run", "--backend", self.engine.name()]);
+        if let Some(conf) = self.engine.conf() {
+            cmd.env("CONTAINERS_CONF", conf);
+        }
         if !args.contains(&"--image") {
             cmd.args(["--image", IMAGE]);
         }
@@ -160,7 +238,7 @@ impl Project {
 
     /// This project's containers, running or not.
     fn containers(&self) -> Vec<String> {
-        let out = docker(&[
+        let out = self.engine.run(&[
             "ps",
             "-a",
             "--format",
@@ -172,9 +250,8 @@ impl Project {
     }
 }
 
-#[test]
-fn exit_codes_pass_through_unchanged() {
-    let Some(p) = Project::new() else { return };
+fn exit_codes_pass_through_unchanged(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     for code in [0, 1, 7, 125, 126, 127, 255] {
         let out = p.run(&["--", "sh", "-c", &format!("exit {code}")]);
         assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
@@ -182,9 +259,8 @@ fn exit_codes_pass_through_unchanged() {
     assert!(p.containers().is_empty(), "--rm left {:?}", p.containers());
 }
 
-#[test]
-fn piped_stdin_reaches_the_program() {
-    let Some(p) = Project::new() else { return };
+fn piped_stdin_reaches_the_program(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     let mut child = p
         .command(&["--", "sh", "-c", "tr a-z A-Z; echo done"])
         .stdin(Stdio::piped())
@@ -203,9 +279,8 @@ fn piped_stdin_reaches_the_program() {
     assert!(s.ends_with("done\n"));
 }
 
-#[test]
-fn the_project_is_mounted_at_its_own_path_and_is_the_working_directory() {
-    let Some(p) = Project::new() else { return };
+fn the_project_is_mounted_at_its_own_path_and_is_the_working_directory(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     std::fs::write(p.path().join("in.txt"), "from the host\n").unwrap();
     let out = p.run(&["--", "sh", "-c", "pwd; cat in.txt; echo written > out.txt"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -217,9 +292,8 @@ fn the_project_is_mounted_at_its_own_path_and_is_the_working_directory() {
     );
 }
 
-#[test]
-fn extra_mounts_are_read_only_by_default_and_must_exist() {
-    let Some(p) = Project::new() else { return };
+fn extra_mounts_are_read_only_by_default_and_must_exist(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     let extra = tempfile::tempdir().unwrap();
     std::fs::write(extra.path().join("data"), "shared\n").unwrap();
     let mounts = format!(
@@ -251,9 +325,8 @@ fn extra_mounts_are_read_only_by_default_and_must_exist() {
     );
 }
 
-#[test]
-fn protected_files_in_the_project_stay_read_only() {
-    let Some(p) = Project::new() else { return };
+fn protected_files_in_the_project_stay_read_only(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     std::fs::create_dir_all(p.path().join(".git/hooks")).unwrap();
     let out = p.run(&[
         "--",
@@ -265,9 +338,8 @@ fn protected_files_in_the_project_stay_read_only() {
     assert!(!p.path().join(".git/hooks/pre-commit").exists());
 }
 
-#[test]
-fn only_allowed_variables_pass_and_secrets_stay_off_the_command_line() {
-    let Some(p) = Project::new() else { return };
+fn only_allowed_variables_pass_and_secrets_stay_off_the_command_line(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     let env = [
         ("TERM", "xterm-test"),
         ("MY_SECRET_TOKEN", "tok"),
@@ -301,7 +373,10 @@ fn only_allowed_variables_pass_and_secrets_stay_off_the_command_line() {
     args.insert(0, "--dry-run");
     let out = p.run_env(&args, &env);
     let line = stdout(&out);
-    assert!(line.starts_with("docker run -i --rm --init "), "{line}");
+    assert!(
+        line.starts_with(&format!("{} run -i --rm --init ", p.engine.name())),
+        "{line}"
+    );
     assert!(line.contains(" -e ANTHROPIC_API_KEY ") && line.contains(" -e DB_PASSWORD "));
     assert!(
         !line.contains("sk-ant-test-value") && !line.contains("hunter2"),
@@ -311,7 +386,7 @@ fn only_allowed_variables_pass_and_secrets_stay_off_the_command_line() {
     debug.push(("CORDON_DEBUG", "1"));
     let out = p.run_env(&args[1..], &debug);
     assert!(
-        stderr(&out).contains("cordon: docker run -i --rm"),
+        stderr(&out).contains(&format!("cordon: {} run -i --rm", p.engine.name())),
         "{}",
         stderr(&out)
     );
@@ -326,9 +401,8 @@ fn only_allowed_variables_pass_and_secrets_stay_off_the_command_line() {
     );
 }
 
-#[test]
-fn no_network_when_nothing_is_allowed() {
-    let Some(p) = Project::new() else { return };
+fn no_network_when_nothing_is_allowed(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     let out = p.run(&["--", "ls", "/sys/class/net"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "lo\n");
@@ -360,9 +434,8 @@ fn web_server(body: &'static str) -> u16 {
     port
 }
 
-#[test]
-fn allowed_domains_are_reached_through_cordons_proxy_and_nothing_else() {
-    let Some(p) = Project::new() else { return };
+fn allowed_domains_are_reached_through_cordons_proxy_and_nothing_else(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     if !is_root() {
         return skip("handing the proxy's ports into a rootful engine's container needs root");
     }
@@ -406,7 +479,9 @@ fn allowed_domains_are_reached_through_cordons_proxy_and_nothing_else() {
 
 #[test]
 fn files_written_inside_belong_to_the_host_user() {
-    let Some(p) = Project::new() else { return };
+    let Some(p) = Project::new(Eng::Docker) else {
+        return;
+    };
     // An unprivileged user who may use the engine's socket (as members of its group may).
     let socket = Path::new("/var/run/docker.sock");
     let Ok(meta) = std::fs::metadata(socket) else {
@@ -476,8 +551,8 @@ fn is_root() -> bool {
 
 /// Starts `sleep` in a container, waits until it runs, sends `signal` to the launcher, and
 /// checks the container is gone soon after.
-fn container_is_removed_after(signal: &str) {
-    let Some(p) = Project::new() else { return };
+fn container_is_removed_after(e: Eng, signal: &str) {
+    let Some(p) = Project::new(e) else { return };
     let mut child = p
         .command(&["--", "sleep", "300"])
         .stdout(Stdio::null())
@@ -512,24 +587,20 @@ fn container_is_removed_after(signal: &str) {
     }
 }
 
-#[test]
-fn sigterm_to_the_launcher_removes_the_container() {
-    container_is_removed_after("TERM");
+fn sigterm_to_the_launcher_removes_the_container(e: Eng) {
+    container_is_removed_after(e, "TERM");
 }
 
-#[test]
-fn a_killed_launcher_leaves_no_container() {
-    container_is_removed_after("KILL");
+fn a_killed_launcher_leaves_no_container(e: Eng) {
+    container_is_removed_after(e, "KILL");
 }
 
-#[test]
-fn sigint_to_the_launcher_removes_the_container() {
-    container_is_removed_after("INT");
+fn sigint_to_the_launcher_removes_the_container(e: Eng) {
+    container_is_removed_after(e, "INT");
 }
 
-#[test]
-fn concurrent_runs_get_their_own_containers() {
-    let Some(p) = Project::new() else { return };
+fn concurrent_runs_get_their_own_containers(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     let children: Vec<_> = (0..3)
         .map(|i| {
             p.command(&["--", "sh", "-c", &format!("sleep 1; exit {i}")])
@@ -545,9 +616,8 @@ fn concurrent_runs_get_their_own_containers() {
     }
 }
 
-#[test]
-fn timeout_stops_the_container() {
-    let Some(p) = Project::new() else { return };
+fn timeout_stops_the_container(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     let start = Instant::now();
     let out = p.run(&["--timeout", "1", "--", "sleep", "60"]);
     assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
@@ -555,9 +625,8 @@ fn timeout_stops_the_container() {
     assert!(stderr(&out).contains("--timeout"));
 }
 
-#[test]
-fn the_project_recipe_is_built_once_and_its_startup_file_sourced() {
-    let Some(p) = Project::new() else { return };
+fn the_project_recipe_is_built_once_and_its_startup_file_sourced(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     let dot = p.path().join(".cordon");
     std::fs::create_dir_all(&dot).unwrap();
     // A changed recipe each test run, so the build really happens here.
@@ -573,22 +642,18 @@ fn the_project_recipe_is_built_once_and_its_startup_file_sourced() {
     std::fs::write(dot.join("sandbox.bashrc"), "export FROM_RC=sourced\n").unwrap();
     let run = |p: &Project| {
         let mut cmd = Command::new(cordon_bin());
-        cmd.args([
-            "run",
-            "--backend",
-            "docker",
-            "--",
-            "sh",
-            "-c",
-            "cat /built; echo $FROM_RC",
-        ])
-        .current_dir(p.path())
-        .env_remove("CORDON_SANDBOX_IMAGE")
-        .env_remove("CORDON_SANDBOX")
-        .env("DOCKER_BUILDKIT", "0")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+        if let Some(conf) = p.engine.conf() {
+            cmd.env("CONTAINERS_CONF", conf);
+        }
+        cmd.args(["run", "--backend", p.engine.name()])
+            .args(["--", "sh", "-c", "cat /built; echo $FROM_RC"])
+            .current_dir(p.path())
+            .env_remove("CORDON_SANDBOX_IMAGE")
+            .env_remove("CORDON_SANDBOX")
+            .env("DOCKER_BUILDKIT", "0")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
     };
     let out = run(&p);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -601,7 +666,9 @@ fn the_project_recipe_is_built_once_and_its_startup_file_sourced() {
     let again = run(&p);
     assert!(again.status.success(), "{}", stderr(&again));
     assert!(!stderr(&again).contains("building"), "{}", stderr(&again));
-    let tags = docker(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    let tags = p
+        .engine
+        .run(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
     for tag in stdout(&tags).lines().filter(|t| {
         let base = p
             .path()
@@ -611,13 +678,12 @@ fn the_project_recipe_is_built_once_and_its_startup_file_sourced() {
             .to_ascii_lowercase();
         t.starts_with(&format!("cordon-sandbox-{base}:"))
     }) {
-        docker(&["rmi", "-f", tag]);
+        p.engine.run(&["rmi", "-f", tag]);
     }
 }
 
-#[test]
-fn a_program_inside_never_launches_another() {
-    let Some(p) = Project::new() else { return };
+fn a_program_inside_never_launches_another(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     let out = p.run_env(&["--", "true"], &[("CORDON_SANDBOX", "cordon-x-12345678")]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("already inside the container cordon-x-12345678"));
@@ -625,7 +691,9 @@ fn a_program_inside_never_launches_another() {
 
 #[test]
 fn an_unreachable_engine_says_to_start_it() {
-    let Some(p) = Project::new() else { return };
+    let Some(p) = Project::new(Eng::Docker) else {
+        return;
+    };
     let out = p.run_env(
         &["--", "true"],
         &[("DOCKER_HOST", "unix:///nonexistent/cordon-test.sock")],
@@ -638,9 +706,8 @@ fn an_unreachable_engine_says_to_start_it() {
     );
 }
 
-#[test]
-fn a_bad_image_name_is_blamed_on_the_name() {
-    let Some(p) = Project::new() else { return };
+fn a_bad_image_name_is_blamed_on_the_name(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
     let out = p.run(&["--image", "Not/A-Valid:Name!", "--", "true"]);
     assert!(!out.status.success());
     assert!(
@@ -730,3 +797,40 @@ fn dry_run_needs_no_engine_and_runs_nothing() {
         .unwrap();
     assert!(stderr(&bad).contains("no such profile; choose one of dev, safe, tight, offline"));
 }
+
+/// Each test above that takes an engine, once per engine.
+macro_rules! for_each_engine {
+    ($($test:ident),* $(,)?) => {
+        mod docker {
+            $(#[test]
+            fn $test() {
+                super::$test(super::Eng::Docker)
+            })*
+        }
+        mod podman {
+            $(#[test]
+            fn $test() {
+                super::$test(super::Eng::Podman)
+            })*
+        }
+    };
+}
+
+for_each_engine!(
+    exit_codes_pass_through_unchanged,
+    piped_stdin_reaches_the_program,
+    the_project_is_mounted_at_its_own_path_and_is_the_working_directory,
+    extra_mounts_are_read_only_by_default_and_must_exist,
+    protected_files_in_the_project_stay_read_only,
+    only_allowed_variables_pass_and_secrets_stay_off_the_command_line,
+    no_network_when_nothing_is_allowed,
+    allowed_domains_are_reached_through_cordons_proxy_and_nothing_else,
+    concurrent_runs_get_their_own_containers,
+    timeout_stops_the_container,
+    the_project_recipe_is_built_once_and_its_startup_file_sourced,
+    a_program_inside_never_launches_another,
+    a_bad_image_name_is_blamed_on_the_name,
+    sigterm_to_the_launcher_removes_the_container,
+    a_killed_launcher_leaves_no_container,
+    sigint_to_the_launcher_removes_the_container
+);
