@@ -3,7 +3,8 @@
 # against the bare `ENGINE run --rm IMAGE true` of the same image, and against the engine
 # command cordon builds (its --dry-run output) run by hand, which separates the cost of the
 # flags (mounts, --init, user mapping, no network) from cordon's own (finding the engine,
-# checking the image, the clean-up watcher). All in one hyperfine run.
+# checking the image, the clean-up watcher), all in one hyperfine run; and before that cordon's
+# own share alone, with a stand-in engine.
 #
 # Needs hyperfine and a running engine. No registry is needed: without IMAGE, the image is made
 # here from the host's static busybox (Debian: apt-get install busybox-static), as the tests do.
@@ -44,6 +45,16 @@ cd "$work"
 flags=$("$cordon" run --backend "$engine" --image "$image" --dry-run -- true \
   | sed -E 's/ --name [^ ]+//')
 echo "cordon's engine command: $flags"
+
+# cordon's own share, without the engine's noise: the same run with a stand-in engine that
+# exits at once (the image is still checked on the real daemon's socket).
+mkdir stand-in
+printf '#!/bin/sh\nexit 0\n' >stand-in/"$engine"
+chmod +x stand-in/"$engine"
+hyperfine -N --warmup 10 --runs $((runs * 5)) \
+  -n "stand-in engine alone" "$work/stand-in/$engine run --rm $image true" \
+  -n "cordon run with the stand-in engine" \
+  "env PATH=$work/stand-in:/usr/bin:/bin $cordon run --backend $engine --image $image -- true"
 
 hyperfine -N --warmup 3 --runs "$runs" \
   -n "bare: $engine run --rm IMAGE true" "$engine run --rm $image true" \

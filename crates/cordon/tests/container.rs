@@ -338,6 +338,29 @@ fn protected_files_in_the_project_stay_read_only(e: Eng) {
     assert!(!p.path().join(".git/hooks/pre-commit").exists());
 }
 
+fn denied_paths_are_hidden_inside(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    std::fs::create_dir_all(p.path().join("secrets")).unwrap();
+    std::fs::write(p.path().join("secrets/key"), "k").unwrap();
+    std::fs::write(p.path().join(".env"), "TOKEN=t").unwrap();
+    let out = p.run(&[
+        "--deny-read",
+        "secrets",
+        "--deny-read",
+        ".env",
+        "--",
+        "sh",
+        "-c",
+        "ls -A secrets; cat .env; echo x > secrets/new 2>/dev/null && echo wrote; echo end",
+    ]);
+    assert_eq!(stdout(&out), "end\n", "{}", stderr(&out));
+    assert!(!p.path().join("secrets/new").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.path().join(".env")).unwrap(),
+        "TOKEN=t"
+    );
+}
+
 fn only_allowed_variables_pass_and_secrets_stay_off_the_command_line(e: Eng) {
     let Some(p) = Project::new(e) else { return };
     let env = [
@@ -822,6 +845,7 @@ for_each_engine!(
     the_project_is_mounted_at_its_own_path_and_is_the_working_directory,
     extra_mounts_are_read_only_by_default_and_must_exist,
     protected_files_in_the_project_stay_read_only,
+    denied_paths_are_hidden_inside,
     only_allowed_variables_pass_and_secrets_stay_off_the_command_line,
     no_network_when_nothing_is_allowed,
     allowed_domains_are_reached_through_cordons_proxy_and_nothing_else,

@@ -127,6 +127,10 @@ pub struct Options {
     /// where the launcher makes `ready` once the proxy's ports are there; the program starts
     /// only then.
     pub proxy: Option<ProxyGate>,
+    /// An empty host directory to mount over hidden directories. Podman mounts tmpfs before
+    /// bind mounts whatever their paths, so a tmpfs would land under the project's bind and
+    /// hide nothing; Docker orders all mounts by path, and without this gets a tmpfs.
+    pub empty_dir: Option<PathBuf>,
 }
 
 /// How a container reaches cordon's proxy (see [`Options::proxy`]).
@@ -532,12 +536,15 @@ pub fn build(
             continue;
         }
         match host.kind(h) {
-            Some(PathKind::Dir) => {
-                args.extend([
+            Some(PathKind::Dir) => match &options.empty_dir {
+                Some(empty) => {
+                    args.extend(["-v".into(), format!("{}:{}:ro", text(empty)?, text(h)?)]);
+                }
+                None => args.extend([
                     "--tmpfs".into(),
                     format!("{}:ro,size=4k,mode=0555", text(h)?),
-                ]);
-            }
+                ]),
+            },
             Some(PathKind::File) => {
                 args.extend(["-v".into(), format!("/dev/null:{}:ro", text(h)?)]);
             }

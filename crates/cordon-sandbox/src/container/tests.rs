@@ -37,6 +37,7 @@ fn options(engine: Engine) -> Options {
         keep_env: vec![],
         ssh_agent: true,
         proxy: None,
+        empty_dir: None,
     }
 }
 
@@ -227,6 +228,15 @@ fn protected_and_hidden_paths_keep_their_rules() {
     ));
     assert!(m.contains(&"/dev/null:/home/ada/proj/.env:ro"));
     assert!(m.contains(&"/home/ada/proj/secrets/public.pem:/home/ada/proj/secrets/public.pem:ro"));
+    // With an empty directory to show instead (Podman), a bind mount of it.
+    let mut o = options(Engine::Podman);
+    o.empty_dir = Some("/tmp/cordon-empty-1".into());
+    let a = args(&s, &o, &h);
+    assert!(mounts_of(&a).contains(&"/tmp/cordon-empty-1:/home/ada/proj/secrets:ro"));
+    assert!(
+        !a.iter()
+            .any(|a| a.starts_with("/home/ada/proj/secrets:ro,size"))
+    );
 }
 
 #[test]

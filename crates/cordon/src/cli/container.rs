@@ -408,6 +408,16 @@ pub fn run_container(
             "no container image: give --image NAME, set CORDON_SANDBOX_IMAGE, or keep a recipe in {DOCKERFILE}"
         ),
     };
+    let empty_dir = if engine == Engine::Podman && !spec.hidden.is_empty() && !dry_run {
+        let dir = cordon_sandbox::private_dir(&std::env::temp_dir(), "cordon-empty")
+            .context("cannot make the empty directory shown in place of hidden ones")?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555))?;
+        Some(dir)
+    } else {
+        None
+    };
+    let _empty_cleanup = empty_dir.clone().map(RemoveDir);
     let ssh_agent = !flags.no_ssh_agent && env_flag("CORDON_SANDBOX_SSH_AGENT")? != Some(false);
     let options = Options {
         engine,
@@ -423,6 +433,7 @@ pub fn run_container(
         pass_api_keys: flags.pass_api_keys,
         keep_env: run.keep_env.to_vec(),
         ssh_agent,
+        empty_dir,
         proxy: proxy.as_ref().map(|(_, endpoint, gate)| ProxyGate {
             // ssh's ProxyCommand would name cordon's path on the host, absent inside.
             env: super::proxy::environment(endpoint)
