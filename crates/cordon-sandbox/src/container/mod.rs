@@ -309,6 +309,10 @@ pub enum ContainerError {
     MountMissing(PathBuf),
     #[error("{}: the path is not valid UTF-8, which the engine's command line needs", .0.display())]
     NotUtf8(PathBuf),
+    #[error(
+        "CORDON_SANDBOX_PORTS: ports cannot be published from a container without a network (the engine would drop them silently); add --network host, which gives the container the engine's default network"
+    )]
+    PortsWithoutNetwork,
     #[error("{0}")]
     Parse(String),
     #[error("the command is empty")]
@@ -609,6 +613,9 @@ pub fn build(
         }
     }
 
+    if !options.ports.is_empty() && spec.network != NetworkMode::Host {
+        return Err(ContainerError::PortsWithoutNetwork);
+    }
     for p in &options.ports {
         args.extend(["-p".into(), p.clone()]);
     }

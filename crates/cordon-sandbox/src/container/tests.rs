@@ -249,7 +249,14 @@ fn extra_mounts_env_flags_and_ports() {
     let mut h = linux();
     h.kinds.push(("/data".into(), PathKind::Dir));
     h.kinds.push(("/opt/tools".into(), PathKind::Dir));
-    let a = args(&spec(), &o, &h);
+    // Published ports need a network; without one the engine would drop them silently.
+    assert_eq!(
+        build(&spec(), &o, &h),
+        Err(ContainerError::PortsWithoutNetwork)
+    );
+    let mut s = spec();
+    s.network = NetworkMode::Host;
+    let a = args(&s, &o, &h);
     let m = mounts_of(&a);
     assert!(m.contains(&"/data:/data:ro"));
     assert!(m.contains(&"/opt/tools:/tools:rw"));
@@ -263,7 +270,7 @@ fn extra_mounts_env_flags_and_ports() {
     // A mount of something missing is an error naming it.
     h.kinds.retain(|(p, _)| p != std::path::Path::new("/data"));
     assert_eq!(
-        build(&spec(), &o, &h),
+        build(&s, &o, &h),
         Err(ContainerError::MountMissing("/data".into()))
     );
 }
