@@ -533,10 +533,12 @@ fn files_written_inside_belong_to_the_host_user() {
         .args([
             "sh",
             "-c",
-            "id -u; echo $HOME; touch $HOME/ok && echo home-writable; echo hi > made.txt",
+            "id -u; id -un; echo $HOME; touch $HOME/ok && echo home-writable; echo hi > made.txt",
         ])
         .current_dir(&work)
         .env("HOME", &home)
+        .env("USER", "tester")
+        .env_remove("XDG_CACHE_HOME")
         .env_remove("CORDON_SANDBOX")
         .stdin(Stdio::null())
         .output()
@@ -544,7 +546,7 @@ fn files_written_inside_belong_to_the_host_user() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stdout(&out),
-        format!("{uid}\n{}\nhome-writable\n", home.display())
+        format!("{uid}\ntester\n{}\nhome-writable\n", home.display())
     );
     let made = std::fs::metadata(work.join("made.txt")).unwrap();
     assert_eq!((made.uid(), made.gid()), (uid, gid));

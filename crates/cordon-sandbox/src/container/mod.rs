@@ -131,6 +131,76 @@ pub struct Options {
     /// bind mounts whatever their paths, so a tmpfs would land under the project's bind and
     /// hide nothing; Docker orders all mounts by path, and without this gets a tmpfs.
     pub empty_dir: Option<PathBuf>,
+    /// The image's `/etc/passwd` and `/etc/group` with the host user added (see
+    /// [`user_entries`]), mounted read-only over the image's, so programs that look the user
+    /// up (ssh, git, whoami) find it.
+    pub user_files: Option<(PathBuf, PathBuf)>,
+}
+
+/// Whether the run maps the host user with `--user` (not root, not rootless Podman's keep-id,
+/// which adds the user itself).
+pub fn maps_user_with_uid(options: &Options, host: &Host) -> bool {
+    options.set_uid_gid.unwrap_or(host.os == HostOs::Linux)
+        && host.uid != 0
+        && !(options.engine == Engine::Podman && host.rootless)
+}
+
+/// An image's `passwd` and `group` with the host user added: `None` when the image already
+/// knows the uid. The user is named `name` unless the image uses that name, then `cordon`.
+pub fn user_entries(
+    passwd: &str,
+    group: &str,
+    uid: u32,
+    gid: u32,
+    name: &str,
+    home: &Path,
+) -> Option<(String, String)> {
+    let field = |line: &str, n: usize| line.split(':').nth(n).map(str::to_string);
+    let known = passwd
+        .lines()
+        .any(|l| field(l, 2).as_deref() == Some(uid.to_string().as_str()));
+    if known {
+        return None;
+    }
+    let valid = !name.is_empty()
+        && name.len() <= 32
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    let taken = |n: &str| passwd.lines().any(|l| field(l, 0).as_deref() == Some(n));
+    let user = if valid && !taken(name) {
+        name
+    } else {
+        "cordon"
+    };
+    let mut passwd = passwd.to_string();
+    if !passwd.is_empty() && !passwd.ends_with('\n') {
+        passwd.push('\n');
+    }
+    if passwd.is_empty() {
+        passwd.push_str("root:x:0:0:root:/root:/bin/sh\n");
+    }
+    passwd.push_str(&format!(
+        "{user}:x:{uid}:{gid}:{user}:{}:/bin/sh\n",
+        home.display()
+    ));
+    let mut group = group.to_string();
+    if !group.is_empty() && !group.ends_with('\n') {
+        group.push('\n');
+    }
+    if group.is_empty() {
+        group.push_str("root:x:0:\n");
+    }
+    let gid_known = group
+        .lines()
+        .any(|l| field(l, 2).as_deref() == Some(gid.to_string().as_str()));
+    if !gid_known {
+        let taken = group.lines().any(|l| field(l, 0).as_deref() == Some(user));
+        let name = if taken { "cordon" } else { user };
+        group.push_str(&format!("{name}:x:{gid}:\n"));
+    }
+    Some((passwd, group))
 }
 
 /// How a container reaches cordon's proxy (see [`Options::proxy`]).
@@ -504,6 +574,10 @@ pub fn build(
     };
     if let Some(gate) = gate {
         mounts.push((gate.gate_dir.clone(), PathBuf::from(GATE_INSIDE), "ro"));
+    }
+    if let Some((passwd, group)) = &options.user_files {
+        mounts.push((passwd.clone(), PathBuf::from("/etc/passwd"), "ro"));
+        mounts.push((group.clone(), PathBuf::from("/etc/group"), "ro"));
     }
     for m in &options.mounts {
         if host.kind(&m.from).is_none() {

@@ -38,6 +38,7 @@ fn options(engine: Engine) -> Options {
         ssh_agent: true,
         proxy: None,
         empty_dir: None,
+        user_files: None,
     }
 }
 
@@ -640,4 +641,47 @@ fn pull_failures_name_their_cause() {
 fn podman_labels_the_project_for_selinux() {
     let a = args(&spec(), &options(Engine::Podman), &linux());
     assert!(mounts_of(&a).contains(&"/home/ada/proj:/home/ada/proj:rw,z"));
+}
+
+#[test]
+fn the_host_user_is_added_to_the_images_users_when_missing() {
+    let passwd = "root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/bash\n";
+    let group = "root:x:0:\nnode:x:1000:\n";
+    // The image knows uid 1000 already: nothing to add.
+    assert_eq!(
+        user_entries(passwd, group, 1000, 1000, "ada", "/home/ada".as_ref()),
+        None
+    );
+    let (p, g) = user_entries(passwd, group, 1001, 1001, "ada", "/home/ada".as_ref()).unwrap();
+    assert!(p.starts_with(passwd));
+    assert!(
+        p.ends_with("ada:x:1001:1001:ada:/home/ada:/bin/sh\n"),
+        "{p}"
+    );
+    assert!(g.ends_with("ada:x:1001:\n"), "{g}");
+    // A name the image uses, or one that is not a user name, becomes `cordon`.
+    let (p, _) = user_entries(passwd, group, 1001, 1000, "node", "/h".as_ref()).unwrap();
+    assert!(p.ends_with("cordon:x:1001:1000:cordon:/h:/bin/sh\n"), "{p}");
+    let (p, g) = user_entries("", "", 4321, 4321, "Bad Name", "/h".as_ref()).unwrap();
+    assert_eq!(
+        p,
+        "root:x:0:0:root:/root:/bin/sh\ncordon:x:4321:4321:cordon:/h:/bin/sh\n"
+    );
+    assert_eq!(g, "root:x:0:\ncordon:x:4321:\n");
+}
+
+#[test]
+fn user_files_are_mounted_over_the_images() {
+    let mut o = options(Engine::Docker);
+    o.user_files = Some(("/c/passwd".into(), "/c/group".into()));
+    let a = args(&spec(), &o, &linux());
+    let m = mounts_of(&a);
+    assert!(m.contains(&"/c/passwd:/etc/passwd:ro") && m.contains(&"/c/group:/etc/group:ro"));
+    assert!(maps_user_with_uid(&o, &linux()));
+    assert!(!maps_user_with_uid(&o, &mac()));
+    let rootless = Host {
+        rootless: true,
+        ..linux()
+    };
+    assert!(!maps_user_with_uid(&options(Engine::Podman), &rootless));
 }

@@ -153,15 +153,15 @@ fn engine_output(program: &Path, args: &[&str]) -> anyhow::Result<std::process::
         .with_context(|| format!("cannot start {}", program.display()))
 }
 
-/// Asks the Docker daemon on its default socket whether it has the image, without starting
-/// the `docker` program (about 18 ms here, 6 % of a container's start-up). Only a plain yes
+/// Asks the Docker daemon on its default socket for the image's id, without starting the
+/// `docker` program (about 18 ms here, 6 % of a container's start-up). Only a plain answer
 /// counts: anything else (another daemon chosen by `DOCKER_HOST` or a context, no socket, an
-/// unexpected answer) leaves the question to the `docker` program.
-fn docker_has_image_fast(image: &str) -> bool {
+/// unexpected reply) leaves the question to the `docker` program.
+fn docker_image_id_fast(image: &str) -> Option<String> {
     use std::io::Read;
     const SOCKET: &str = "/var/run/docker.sock";
     if std::env::var_os("DOCKER_HOST").is_some() || std::env::var_os("DOCKER_CONTEXT").is_some() {
-        return false;
+        return None;
     }
     let config = std::env::var_os("DOCKER_CONFIG")
         .map(PathBuf::from)
@@ -170,7 +170,7 @@ fn docker_has_image_fast(image: &str) -> bool {
     if let Some(config) = config
         && std::fs::read_to_string(config).is_ok_and(|t| t.contains("currentContext"))
     {
-        return false;
+        return None;
     }
     // Names are letters, digits and `/:._-@`; anything else is not asked about here.
     if image.is_empty()
@@ -178,23 +178,41 @@ fn docker_has_image_fast(image: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "/:._-@".contains(c))
     {
-        return false;
+        return None;
     }
-    let Ok(mut conn) = std::os::unix::net::UnixStream::connect(SOCKET) else {
-        return false;
-    };
-    let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let mut conn = std::os::unix::net::UnixStream::connect(SOCKET).ok()?;
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .ok()?;
+    // HTTP/1.0: the daemon answers in one piece and closes.
     let request = format!("GET /images/{image}/json HTTP/1.0\r\nHost: docker\r\n\r\n");
-    if conn.write_all(request.as_bytes()).is_err() {
-        return false;
+    conn.write_all(request.as_bytes()).ok()?;
+    let mut reply = Vec::new();
+    conn.take(16 << 20).read_to_end(&mut reply).ok()?;
+    let text = String::from_utf8_lossy(&reply);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.lines().next()?;
+    if !(status.starts_with("HTTP/1.") && status.get(8..12) == Some(" 200")) {
+        return None;
     }
-    let mut head = [0u8; 12];
-    conn.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[8..12] == b" 200"
+    let json: serde_json::Value = serde_json::from_str(body).ok()?;
+    json.get("Id")?.as_str().map(str::to_string)
+}
+
+/// The image's id, from the daemon's socket or the engine program.
+fn image_id(engine: Engine, program: &Path, image: &str) -> Option<String> {
+    if engine == Engine::Docker
+        && let Some(id) = docker_image_id_fast(image)
+    {
+        return Some(id);
+    }
+    let out = engine_output(program, &["image", "inspect", "--format", "{{.Id}}", image]).ok()?;
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !id.is_empty()).then_some(id)
 }
 
 /// Makes sure the image is there: found locally, else pulled; a failure says whose fault.
 fn ensure_image(engine: Engine, program: &Path, image: &str) -> anyhow::Result<()> {
-    if engine == Engine::Docker && docker_has_image_fast(image) {
+    if engine == Engine::Docker && docker_image_id_fast(image).is_some() {
         return Ok(());
     }
     let out = engine_output(program, &["image", "inspect", "--format", "{{.Id}}", image])?;
@@ -434,6 +452,7 @@ pub fn run_container(
         keep_env: run.keep_env.to_vec(),
         ssh_agent,
         empty_dir,
+        user_files: None,
         proxy: proxy.as_ref().map(|(_, endpoint, gate)| ProxyGate {
             // ssh's ProxyCommand would name cordon's path on the host, absent inside.
             env: super::proxy::environment(endpoint)
@@ -475,6 +494,10 @@ pub fn run_container(
         if let Some(kind) = kind {
             host.kinds.push((p, kind));
         }
+    }
+    let mut options = options;
+    if !dry_run && container::maps_user_with_uid(&options, &host) {
+        options.user_files = user_files(engine, &program, &options.image, &host);
     }
     let invocation = container::build(&spec, &options, &host)?;
     for w in &invocation.warnings {
@@ -586,6 +609,81 @@ fn connect_proxy(
     _: &Path,
 ) -> anyhow::Result<()> {
     bail!("--allow-domain with a container needs cordon's proxy, which runs only on Linux so far")
+}
+
+/// The image's users with the host user added, cached per image and user under
+/// `~/.cache/cordon/users/`: reading them costs one container start, the first time only.
+/// `None` when the image knows the user already, or when they cannot be had (then the
+/// program runs as a uid without a name, as before).
+fn user_files(
+    engine: Engine,
+    program: &Path,
+    image: &str,
+    host: &Host,
+) -> Option<(PathBuf, PathBuf)> {
+    let id = image_id(engine, program, image)?;
+    let key: String = id
+        .trim_start_matches("sha256:")
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(24)
+        .collect();
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| host.home.as_ref().map(|h| h.join(".cache")))?
+        .join("cordon/users")
+        .join(format!("{key}-{}-{}", host.uid, host.gid));
+    let (passwd, group, known) = (
+        cache.join("passwd"),
+        cache.join("group"),
+        cache.join("known"),
+    );
+    if known.exists() {
+        return None;
+    }
+    if passwd.is_file() && group.is_file() {
+        return Some((passwd, group));
+    }
+    // The image's own files, read by its shell (an image without one gets root and the user).
+    const MARK: &str = "@@cordon-group@@";
+    let out = Command::new(program)
+        .args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "/bin/sh",
+        ])
+        .arg(image)
+        .args([
+            "-c",
+            &format!("cat /etc/passwd; echo {MARK}; cat /etc/group"),
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (image_passwd, image_group) = text.split_once(&format!("{MARK}\n")).unwrap_or(("", ""));
+    let name = std::env::var("USER").unwrap_or_default();
+    let home = host
+        .home
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/home/cordon"));
+    std::fs::create_dir_all(&cache).ok()?;
+    match container::user_entries(image_passwd, image_group, host.uid, host.gid, &name, &home) {
+        None => {
+            let _ = std::fs::write(&known, b"");
+            None
+        }
+        Some((p, g)) => {
+            std::fs::write(&passwd, p).ok()?;
+            std::fs::write(&group, g).ok()?;
+            Some((passwd, group))
+        }
+    }
 }
 
 /// `ssh-add -l` exits 1 when the agent holds no keys: forwarding it then helps nobody.
