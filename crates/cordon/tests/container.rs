@@ -361,6 +361,44 @@ fn denied_paths_are_hidden_inside(e: Eng) {
     );
 }
 
+fn the_ssh_agent_is_forwarded_unless_turned_off(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    if Command::new("ssh-agent").arg("-h").output().is_err() {
+        return skip("ssh-agent is not installed (Debian: openssh-client)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("agent.sock");
+    // An agent of the test's own, with no keys, in the foreground (-D) so it can be ended.
+    let mut agent = Command::new("ssh-agent")
+        .arg("-D")
+        .arg("-a")
+        .arg(&sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !sock.exists() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sock_text = sock.to_str().unwrap();
+    let script = "echo $SSH_AUTH_SOCK; [ -S /ssh-agent ] && echo socket";
+    let out = p.run_env(&["--", "sh", "-c", script], &[("SSH_AUTH_SOCK", sock_text)]);
+    assert_eq!(stdout(&out), "/ssh-agent\nsocket\n", "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the SSH agent holds no keys"),
+        "{}",
+        stderr(&out)
+    );
+    let out = p.run_env(
+        &["--no-ssh-agent", "--", "sh", "-c", script],
+        &[("SSH_AUTH_SOCK", sock_text)],
+    );
+    assert_eq!(stdout(&out), "\n", "{}", stderr(&out));
+    let _ = agent.kill();
+    let _ = agent.wait();
+}
+
 fn only_allowed_variables_pass_and_secrets_stay_off_the_command_line(e: Eng) {
     let Some(p) = Project::new(e) else { return };
     let env = [
@@ -848,6 +886,7 @@ for_each_engine!(
     extra_mounts_are_read_only_by_default_and_must_exist,
     protected_files_in_the_project_stay_read_only,
     denied_paths_are_hidden_inside,
+    the_ssh_agent_is_forwarded_unless_turned_off,
     only_allowed_variables_pass_and_secrets_stay_off_the_command_line,
     no_network_when_nothing_is_allowed,
     allowed_domains_are_reached_through_cordons_proxy_and_nothing_else,
