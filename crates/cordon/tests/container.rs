@@ -361,6 +361,35 @@ fn denied_paths_are_hidden_inside(e: Eng) {
     );
 }
 
+fn a_terminal_is_a_terminal_inside_and_a_pipe_is_not(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let script = "[ -t 0 ] && echo stdin-tty; [ -t 1 ] && echo stdout-tty; exit 4";
+    let out = p.run(&["--", "sh", "-c", script]);
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(stdout(&out), "", "{}", stderr(&out));
+    // script(1) gives cordon a terminal of its own.
+    if Command::new("script").arg("--version").output().is_err() {
+        return skip("script (util-linux) is not installed");
+    }
+    let mut line = format!("{} run --backend {}", cordon_bin().display(), e.name());
+    line.push_str(&format!(" --image {IMAGE} -- sh -c '{script}'"));
+    let mut cmd = Command::new("script");
+    cmd.args(["-qec", &line, "/dev/null"])
+        .current_dir(p.path())
+        .env_remove("CORDON_SANDBOX")
+        .stdin(Stdio::null());
+    if let Some(conf) = e.conf() {
+        cmd.env("CONTAINERS_CONF", conf);
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("stdin-tty") && text.contains("stdout-tty"),
+        "{text:?}"
+    );
+}
+
 fn the_ssh_agent_is_forwarded_unless_turned_off(e: Eng) {
     let Some(p) = Project::new(e) else { return };
     if Command::new("ssh-agent").arg("-h").output().is_err() {
@@ -886,6 +915,7 @@ for_each_engine!(
     extra_mounts_are_read_only_by_default_and_must_exist,
     protected_files_in_the_project_stay_read_only,
     denied_paths_are_hidden_inside,
+    a_terminal_is_a_terminal_inside_and_a_pipe_is_not,
     the_ssh_agent_is_forwarded_unless_turned_off,
     only_allowed_variables_pass_and_secrets_stay_off_the_command_line,
     no_network_when_nothing_is_allowed,
