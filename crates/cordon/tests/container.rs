@@ -537,7 +537,10 @@ fn allowed_domains_are_reached_through_cordons_proxy_and_nothing_else(e: Eng) {
          if echo x | nc -w 2 127.0.0.1 {port} 2>/dev/null; then echo direct=open; \
          else echo direct=refused; fi"
     );
+    let report = p.path().join("report.json");
     let out = p.run(&[
+        "--report",
+        report.to_str().unwrap(),
         "--allow-domain",
         "allowed.test",
         "--resolve",
@@ -564,6 +567,9 @@ fn allowed_domains_are_reached_through_cordons_proxy_and_nothing_else(e: Eng) {
         "{}",
         stderr(&out)
     );
+    let report = std::fs::read_to_string(&report).unwrap();
+    assert!(report.contains(&format!("denied.test:{port}")), "{report}");
+    assert!(report.contains("\"exit_code\": 0"), "{report}");
     assert!(p.containers().is_empty());
 }
 
@@ -632,6 +638,26 @@ fn files_written_inside_belong_to_the_host_user() {
         .output()
         .unwrap();
     assert_eq!(stdout(&out), "0\n", "{}", stderr(&out));
+    // Allowed domains need root to reach into the container's network namespace: said
+    // before anything starts.
+    let out = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg(format!("--groups={}", meta.gid()))
+        .arg(&bin)
+        .args(["run", "--backend", "docker", "--image", IMAGE])
+        .args(["--allow-domain", "example.test", "--", "true"])
+        .current_dir(&work)
+        .env("HOME", &home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--allow-domain with a container needs cordon to run as root"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 fn is_root() -> bool {

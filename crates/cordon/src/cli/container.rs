@@ -355,7 +355,13 @@ pub fn run_container(
         ..*run.wanted
     };
     // Allowed hosts: cordon's proxy, as for the native sandbox, with its ports handed into
-    // the container once it runs (see `launch`). A dry run starts nothing.
+    // the container once it runs (see `launch`). A dry run starts nothing. Said before
+    // anything starts: only root may join a rootful engine's container's network namespace.
+    if run.net.any_allowed() && !dry_run && !super::backend::is_root() {
+        bail!(
+            "--allow-domain with a container needs cordon to run as root (it hands its proxy's ports into the container's network namespace, which only root may enter for a rootful engine); rootless engines are not supported with --allow-domain yet; drop --allow-domain for no network at all"
+        );
+    }
     let proxy = if dry_run {
         run.net.rules()?;
         run.net.any_allowed().then(|| {
