@@ -354,14 +354,61 @@ pub fn run_container(
         max_processes: run.max_processes_given,
         ..*run.wanted
     };
-    // Allowed hosts: cordon's proxy, as for the native sandbox, with its ports handed into
-    // the container once it runs (see `launch`). A dry run starts nothing. Said before
-    // anything starts: only root may join a rootful engine's container's network namespace.
+    let profile = match flags
+        .container_profile
+        .clone()
+        .or_else(|| env_var("CORDON_SANDBOX_PROFILE"))
+    {
+        None => Profile::default(),
+        Some(name) => Profile::parse(&name).with_context(|| {
+            format!(
+                "--container-profile {name}: no such profile; choose one of {}",
+                Profile::NAMES
+            )
+        })?,
+    };
+    // The variables' languages are checked before anything is started or pulled.
+    let options_env = |name: &str| env_var(name).unwrap_or_default();
+    let mounts = container::parse_mounts(&options_env("CORDON_SANDBOX_MOUNTS"))?;
+    let extra_env = container::parse_env(&options_env("CORDON_SANDBOX_ENV"))?;
+    let extra_flags = container::parse_flags(&options_env("CORDON_SANDBOX_FLAGS"))?;
+    let ports = container::parse_ports(&options_env("CORDON_SANDBOX_PORTS"))?;
+    let set_uid_gid = env_flag("CORDON_SANDBOX_SET_UID_GID")?;
+    // Only root may join a rootful engine's container's network namespace: said before
+    // anything starts.
     if run.net.any_allowed() && !dry_run && !super::backend::is_root() {
         bail!(
             "--allow-domain with a container needs cordon to run as root (it hands its proxy's ports into the container's network namespace, which only root may enter for a rootful engine); rootless engines are not supported with --allow-domain yet; drop --allow-domain for no network at all"
         );
     }
+    let (engine, program) = match choose_engine(asked) {
+        Ok(found) => found,
+        // A dry run shows the command even where the engine is not installed.
+        Err(_) if dry_run => (
+            asked.unwrap_or(Engine::Docker),
+            PathBuf::from(asked.unwrap_or(Engine::Docker).program()),
+        ),
+        Err(e) => return Err(e),
+    };
+    let recipe = spec.cwd.join(DOCKERFILE);
+    let image = match flags
+        .image
+        .clone()
+        .or_else(|| env_var("CORDON_SANDBOX_IMAGE"))
+    {
+        Some(image) => {
+            if !dry_run {
+                ensure_image(engine, &program, &image)?;
+            }
+            image
+        }
+        None if recipe.is_file() => project_image(engine, &program, &spec.cwd, &recipe, dry_run)?,
+        None => bail!(
+            "no container image: give --image NAME, set CORDON_SANDBOX_IMAGE, or keep a recipe in {DOCKERFILE}"
+        ),
+    };
+    // Allowed hosts: cordon's proxy, as for the native sandbox, with its ports handed into
+    // the container once it runs (see `launch`). A dry run starts nothing.
     let proxy = if dry_run {
         run.net.rules()?;
         run.net.any_allowed().then(|| {
@@ -392,46 +439,6 @@ pub fn run_container(
     if let Some((_, endpoint, _)) = &proxy {
         spec.network = NetworkMode::Proxy(endpoint.clone());
     }
-    let (engine, program) = match choose_engine(asked) {
-        Ok(found) => found,
-        // A dry run shows the command even where the engine is not installed.
-        Err(_) if dry_run => (
-            asked.unwrap_or(Engine::Docker),
-            PathBuf::from(asked.unwrap_or(Engine::Docker).program()),
-        ),
-        Err(e) => return Err(e),
-    };
-    let profile = match flags
-        .container_profile
-        .clone()
-        .or_else(|| env_var("CORDON_SANDBOX_PROFILE"))
-    {
-        None => Profile::default(),
-        Some(name) => Profile::parse(&name).with_context(|| {
-            format!(
-                "--container-profile {name}: no such profile; choose one of {}",
-                Profile::NAMES
-            )
-        })?,
-    };
-    let options_env = |name: &str| env_var(name).unwrap_or_default();
-    let recipe = spec.cwd.join(DOCKERFILE);
-    let image = match flags
-        .image
-        .clone()
-        .or_else(|| env_var("CORDON_SANDBOX_IMAGE"))
-    {
-        Some(image) => {
-            if !dry_run {
-                ensure_image(engine, &program, &image)?;
-            }
-            image
-        }
-        None if recipe.is_file() => project_image(engine, &program, &spec.cwd, &recipe, dry_run)?,
-        None => bail!(
-            "no container image: give --image NAME, set CORDON_SANDBOX_IMAGE, or keep a recipe in {DOCKERFILE}"
-        ),
-    };
     let empty_dir = if engine == Engine::Podman && !spec.hidden.is_empty() && !dry_run {
         let dir = cordon_sandbox::private_dir(&std::env::temp_dir(), "cordon-empty")
             .context("cannot make the empty directory shown in place of hidden ones")?;
@@ -448,12 +455,12 @@ pub fn run_container(
         image,
         name: container::container_name(&spec.cwd, &super::backend::run_tag()[..8]),
         profile,
-        set_uid_gid: env_flag("CORDON_SANDBOX_SET_UID_GID")?,
+        set_uid_gid,
         container_home: None,
-        mounts: container::parse_mounts(&options_env("CORDON_SANDBOX_MOUNTS"))?,
-        env: container::parse_env(&options_env("CORDON_SANDBOX_ENV"))?,
-        flags: container::parse_flags(&options_env("CORDON_SANDBOX_FLAGS"))?,
-        ports: container::parse_ports(&options_env("CORDON_SANDBOX_PORTS"))?,
+        mounts,
+        env: extra_env,
+        flags: extra_flags,
+        ports,
         pass_api_keys: flags.pass_api_keys,
         keep_env: run.keep_env.to_vec(),
         ssh_agent,
