@@ -9,5 +9,5 @@ pub mod serve;
 mod splice;
 pub mod wire;
 
-pub use proxy::{Blocked, Proxy, ProxyConfig, Upstream};
+pub use proxy::{Answer, Asker, Blocked, Pending, Proxy, ProxyConfig, Upstream};
 pub use rules::{DomainRule, Host, RuleError, Rules, Verdict};

@@ -6,7 +6,10 @@
 //! server name, and the time each may take to arrive.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -51,9 +54,32 @@ impl std::str::FromStr for Upstream {
     }
 }
 
+/// What a person or an embedding program answered about a destination no rule speaks of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Answer {
+    /// Allowed for as long as this proxy runs.
+    Once,
+    /// Allowed, and the one who asked keeps the answer for later runs.
+    Always,
+    /// Refused for as long as this proxy runs.
+    Deny,
+}
+
+/// A question in flight: it may take as long as a person needs, so it must not hold up the
+/// proxy's other connections.
+pub type Pending = Pin<Box<dyn Future<Output = Answer> + Send>>;
+
 /// Answers whether a destination no rule speaks of may be reached (a person at a terminal, an
-/// embedding program).
-pub type Ask = Box<dyn Fn(&Host, u16) -> bool + Send + Sync>;
+/// embedding program). The proxy asks once per host and port and one question at a time;
+/// anything that cannot be answered must come back as [`Answer::Deny`].
+pub trait Asker: Send + Sync {
+    fn ask(&self, host: &Host, port: u16) -> Pending;
+}
+
+/// Beyond this many questions a run gets no more: a command must not be able to bury its
+/// user in prompts until one is answered carelessly.
+pub const MAX_QUESTIONS: usize = 32;
 
 /// How the proxy decides and how long it waits.
 pub struct ProxyConfig {
@@ -65,7 +91,7 @@ pub struct ProxyConfig {
     /// How long connecting to a destination may take.
     pub connect_timeout: Duration,
     /// Asked about a name no rule speaks of; without it such names are refused.
-    pub ask: Option<Ask>,
+    pub ask: Option<Arc<dyn Asker>>,
     /// Bytes buffered per direction of a tunnel: larger moves bulk data with fewer system
     /// calls, smaller holds less per open tunnel (see docs/BENCHMARKS.md).
     pub tunnel_buffer: usize,
@@ -117,6 +143,10 @@ pub struct Blocked {
 pub struct Proxy {
     config: ProxyConfig,
     blocked: mpsc::UnboundedSender<Blocked>,
+    /// What was answered, per host and port. Behind an async lock held while a question is
+    /// open, so questions come one at a time and a tool opening ten connections to one host
+    /// asks once.
+    answers: tokio::sync::Mutex<HashMap<(String, u16), bool>>,
 }
 
 /// Why a destination cannot be had.
@@ -130,7 +160,11 @@ enum Refusal {
 impl Proxy {
     /// A proxy that sends each refusal to `blocked`.
     pub fn new(config: ProxyConfig, blocked: mpsc::UnboundedSender<Blocked>) -> Self {
-        Proxy { config, blocked }
+        Proxy {
+            config,
+            blocked,
+            answers: tokio::sync::Mutex::default(),
+        }
     }
 
     /// Serves one client connection to its end.
@@ -161,15 +195,34 @@ impl Proxy {
     }
 
     /// The rules' answer, asking about names no rule covers when someone can be asked.
-    fn decide(&self, target: &Target) -> Result<(), String> {
-        match self.config.rules.check(&target.host, target.port) {
-            Verdict::Allow => Ok(()),
-            Verdict::Deny(why) => Err(why),
+    async fn decide(&self, target: &Target) -> Result<(), String> {
+        let asker = match self.config.rules.check(&target.host, target.port) {
+            Verdict::Allow => return Ok(()),
+            Verdict::Deny(why) => return Err(why),
             Verdict::Unknown => match &self.config.ask {
-                Some(ask) if ask(&target.host, target.port) => Ok(()),
-                Some(_) => Err("refused when asked".into()),
-                None => Err("not among the allowed domains".into()),
+                Some(asker) => asker,
+                None => return Err("not among the allowed domains".into()),
             },
+        };
+        let key = (target.host.to_string(), target.port);
+        let mut answers = self.answers.lock().await;
+        let allowed = match answers.get(&key) {
+            Some(&allowed) => allowed,
+            None if answers.len() >= MAX_QUESTIONS => {
+                return Err(format!(
+                    "not among the allowed domains, and this run already asked {MAX_QUESTIONS} questions"
+                ));
+            }
+            None => {
+                let allowed = asker.ask(&target.host, target.port).await != Answer::Deny;
+                answers.insert(key, allowed);
+                allowed
+            }
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err("refused when asked".into())
         }
     }
 
@@ -368,7 +421,7 @@ impl Proxy {
             Parsed::More => return,
         };
         let target = req.target;
-        if let Err(why) = self.decide(&target) {
+        if let Err(why) = self.decide(&target).await {
             self.record(&target, &why, "http");
             let _ = respond(
                 &mut client,
@@ -470,7 +523,7 @@ impl Proxy {
                 return;
             }
         };
-        if let Err(why) = self.decide(&target) {
+        if let Err(why) = self.decide(&target).await {
             self.record(&target, &why, "socks5");
             let _ = socks_answer(&mut client, socks_reply::NOT_ALLOWED).await;
             return;

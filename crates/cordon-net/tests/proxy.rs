@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cordon_net::{Blocked, Proxy, ProxyConfig, Rules};
+use cordon_net::{Answer, Asker, Blocked, Host, Pending, Proxy, ProxyConfig, Rules};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -220,20 +220,25 @@ async fn bad_and_slow_clients_get_an_answer_or_the_door() {
 }
 
 /// A proxy allowing `allow`, with every test name pointing at 127.0.0.1, going through
-/// `upstream` when given.
-async fn proxy_with(allow: &[&str], upstream: Option<cordon_net::Upstream>) -> SocketAddr {
+/// `upstream` when given, asking `asker` about the rest.
+async fn proxy_with(
+    allow: &[&str],
+    upstream: Option<cordon_net::Upstream>,
+    asker: Option<Arc<dyn Asker>>,
+) -> SocketAddr {
     let rules = Rules {
         allow: allow.iter().map(|r| r.parse().expect("rule")).collect(),
         deny: Vec::new(),
         allow_private_ips: true,
     };
     let mut config = ProxyConfig::new(rules);
-    for name in ["allowed.test", "other.test"] {
+    for name in ["allowed.test", "other.test", "asked.test", "refused.test"] {
         config
             .resolve
             .insert(name.to_string(), vec!["127.0.0.1".parse().expect("ip")]);
     }
     config.upstream = upstream;
+    config.ask = asker;
     let (tx, mut rx) = mpsc::unbounded_channel();
     tokio::spawn(async move { while rx.recv().await.is_some() {} });
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -250,10 +255,10 @@ async fn connections_go_through_an_upstream_proxy_and_its_refusals_count() {
     let origin = origin().await;
     let port = origin.port();
     // The upstream allows only allowed.test; the front would allow other.test too.
-    let upstream = proxy_with(&["allowed.test"], None).await;
+    let upstream = proxy_with(&["allowed.test"], None, None).await;
     for kind in ["http", "socks5"] {
         let up: cordon_net::Upstream = format!("{kind}://{upstream}").parse().expect("upstream");
-        let front = proxy_with(&["allowed.test", "other.test"], Some(up)).await;
+        let front = proxy_with(&["allowed.test", "other.test"], Some(up), None).await;
         let out = exchange(front, &connect_request("allowed.test", port)).await;
         assert!(
             out.starts_with("HTTP/1.1 200") && out.ends_with("origin got: ping"),
@@ -269,4 +274,87 @@ async fn connections_go_through_an_upstream_proxy_and_its_refusals_count() {
     for bad in ["ftp://a:1", "http://a", "http://u:p@a:1", "a:1"] {
         assert!(bad.parse::<cordon_net::Upstream>().is_err(), "{bad}");
     }
+}
+
+/// Answers from a table after a pause, and writes down every question.
+#[derive(Default)]
+struct Table {
+    asked: std::sync::Mutex<Vec<String>>,
+    open: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Asker for Table {
+    fn ask(&self, host: &Host, port: u16) -> Pending {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.asked
+            .lock()
+            .expect("lock")
+            .push(format!("{host}:{port}"));
+        // Two questions open at once would mean two prompts on one terminal.
+        assert_eq!(self.open.fetch_add(1, SeqCst), 0, "a second open question");
+        let answer = match host.to_string().as_str() {
+            "asked.test" => Answer::Once,
+            _ => Answer::Deny,
+        };
+        let open = self.open.clone();
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            open.fetch_sub(1, SeqCst);
+            answer
+        })
+    }
+}
+
+#[tokio::test]
+async fn unlisted_hosts_are_asked_about_once_each_and_one_at_a_time() {
+    let origin = origin().await;
+    let port = origin.port();
+    let table = Arc::new(Table::default());
+    let proxy = proxy_with(&["allowed.test"], None, Some(table.clone())).await;
+    // Three connections to each host at once: each host is asked about once.
+    let mut runs = Vec::new();
+    for host in ["asked.test", "refused.test", "allowed.test"] {
+        for _ in 0..3 {
+            runs.push(tokio::spawn(async move {
+                (host, exchange(proxy, &connect_request(host, port)).await)
+            }));
+        }
+    }
+    for run in runs {
+        let (host, out) = run.await.expect("join");
+        if host == "refused.test" {
+            assert!(out.starts_with("HTTP/1.1 403"), "{host}: {out}");
+            assert!(out.contains("refused when asked"), "{host}: {out}");
+        } else {
+            assert!(out.ends_with("origin got: ping"), "{host}: {out}");
+        }
+    }
+    let mut asked = table.asked.lock().expect("lock").clone();
+    asked.sort();
+    assert_eq!(
+        asked,
+        [format!("asked.test:{port}"), format!("refused.test:{port}")],
+        "only unlisted hosts are asked about, each once"
+    );
+    // A raw address is refused by the rules, never put to the user.
+    let out = exchange(proxy, &connect_request("127.0.0.1", port)).await;
+    assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    assert_eq!(table.asked.lock().expect("lock").len(), 2);
+}
+
+#[tokio::test]
+async fn a_run_stops_asking_after_so_many_questions() {
+    let origin = origin().await;
+    let port = origin.port();
+    let table = Arc::new(Table::default());
+    let proxy = proxy_with(&["allowed.test"], None, Some(table.clone())).await;
+    for i in 0..cordon_net::proxy::MAX_QUESTIONS + 3 {
+        let host = format!("h{i}.test");
+        let out = exchange(proxy, &connect_request(&host, port)).await;
+        assert!(out.starts_with("HTTP/1.1 403"), "{host}: {out}");
+    }
+    assert_eq!(
+        table.asked.lock().expect("lock").len(),
+        cordon_net::proxy::MAX_QUESTIONS
+    );
 }

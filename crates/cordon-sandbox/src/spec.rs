@@ -85,6 +85,13 @@ pub struct SandboxSpec {
     /// servers.
     #[serde(default)]
     pub allow_local_binding: bool,
+    /// Where host connections come in (`--publish`): a Unix socket on the host that the
+    /// sandbox connects to at start, then answers each byte read there with a fresh, unconnected
+    /// TCP socket of its own network namespace. Whoever listens on the host connects that socket
+    /// to the published port, so the connection lands on the sandbox's loopback without the
+    /// host's loopback ever being shared. Needs a network namespace.
+    #[serde(default)]
+    pub inbound: Option<PathBuf>,
 }
 
 /// Limits on what a run may consume.

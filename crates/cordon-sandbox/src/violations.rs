@@ -230,6 +230,7 @@ mod tests {
             unix_sockets: Vec::new(),
             isolation: crate::Isolation::Auto,
             allow_local_binding: false,
+            inbound: None,
         }
     }
 

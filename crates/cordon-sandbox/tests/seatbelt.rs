@@ -33,6 +33,7 @@ fn spec() -> SandboxSpec {
         unix_sockets: Vec::new(),
         isolation: Isolation::Auto,
         allow_local_binding: false,
+        inbound: None,
     }
 }
 

@@ -53,6 +53,7 @@ fn spec(cwd: &Path, argv: &[&str]) -> SandboxSpec {
         unix_sockets: Vec::new(),
         isolation: Isolation::Auto,
         allow_local_binding: false,
+        inbound: None,
     }
 }
 

@@ -318,6 +318,33 @@ fn attempts() -> Vec<Attempt> {
                 holds(&victim, "original", &o)
             },
         ),
+        // A caller that forgot close-on-exec (a shell's `exec 7>file`, an agent's socket to a
+        // daemon) must not hand the command a way around the walls.
+        attempt("use descriptors cordon's caller left open", |sb| {
+            let victim = sb.outside.join("victim");
+            write(&victim, "original");
+            let secret = sb.outside.join("secret");
+            write(&secret, "s3cret-by-descriptor");
+            let mut cmd = Command::new("bash");
+            cmd.arg("-c")
+                .arg(format!(
+                    "exec 7>>{v} 8<{s}; exec \"$@\"",
+                    v = q(&victim),
+                    s = q(&secret)
+                ))
+                .arg("bash")
+                .arg(common::cordon_bin())
+                .args(["run", "--deny-read"])
+                .arg(&secret)
+                .args(["-c", "echo pwned >&7; cat <&8; ls -l /proc/self/fd"])
+                .current_dir(&sb.ws);
+            if sb.mode == Mode::LandlockOnly {
+                cmd.env("CORDON_SANDBOX_LANDLOCK_ONLY", "1");
+            }
+            let o = cmd.output().expect("run cordon through bash");
+            holds(&victim, "original", &o)?;
+            lacks(&o, "s3cret-by-descriptor")
+        }),
         attempt("truncate a host file", |sb| {
             let victim = sb.outside.join("victim");
             write(&victim, "original");

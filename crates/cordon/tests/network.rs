@@ -511,3 +511,359 @@ fn an_upstream_proxy_carries_the_runs_connections() {
     assert!(out.contains("via upstream"), "{out}{}", stderr(&o));
     assert!(out.contains("upstream proxy"), "{out}");
 }
+
+/// A program embedding `cordon run`, in Python as an agent might be: it hands cordon one end
+/// of a socket pair as `--ask-domains fd:N`, answers each question from `answers` (host →
+/// once/always/deny), and prints the questions it got to its standard error.
+const EMBEDDER: &str = r#"
+import json, socket, subprocess, sys
+answers = json.loads(sys.argv[1])
+ours, theirs = socket.socketpair()
+cmd = sys.argv[2:]
+cmd.insert(2, "--ask-domains=fd:%d" % theirs.fileno())
+run = subprocess.Popen(cmd, pass_fds=[theirs.fileno()])
+theirs.close()
+channel = ours.makefile("rw")
+channel.write("not json\n")
+channel.flush()
+for line in channel:
+    msg = json.loads(line)
+    print(line.strip(), file=sys.stderr, flush=True)
+    if msg["type"] == "ask":
+        channel.write(json.dumps({"type": "answer", "id": msg["id"],
+                                  "answer": answers.get(msg["host"], "deny")}) + "\n")
+        channel.flush()
+sys.exit(run.wait())
+"#;
+
+fn python_missing() -> bool {
+    let missing = Command::new("python3").arg("--version").output().is_err();
+    assert!(
+        !(missing && std::env::var_os("CORDON_TEST_NO_SKIP").is_some()),
+        "python3 is missing (CORDON_TEST_NO_SKIP is set)"
+    );
+    missing
+}
+
+#[test]
+fn an_embedding_program_answers_about_unlisted_hosts_and_always_is_kept() {
+    let Some(sb) = sandbox() else { return };
+    if python_missing() {
+        return;
+    }
+    let (port, _) = origin("asked and allowed");
+    let config = sb.outside.join("config");
+    let script = format!(
+        "for h in other.test other.test denied.test allowed.test; do \
+         curl -sS --max-time 5 http://$h:{port}/; echo; done"
+    );
+    let run_embedded = |answers: &str| {
+        Command::new("python3")
+            .args(["-c", EMBEDDER, answers])
+            .arg(common::cordon_bin())
+            .args([
+                "run",
+                "--allow-domain=allowed.test",
+                "--deny-domain=denied.test",
+                "--allow-private-ips",
+                "--resolve=other.test=127.0.0.1",
+                "--resolve=allowed.test=127.0.0.1",
+                "--resolve=denied.test=127.0.0.1",
+                "-c",
+                &script,
+            ])
+            .current_dir(&sb.ws)
+            .env("XDG_CONFIG_HOME", &config)
+            .output()
+            .expect("python3")
+    };
+    let o = run_embedded(r#"{"other.test": "always"}"#);
+    let (out, err) = (stdout(&o), stderr(&o));
+    // other.test: asked once for two connections; denied.test: the rules said no, nobody is
+    // asked; allowed.test: allowed, nobody is asked.
+    assert_eq!(out.matches("asked and allowed").count(), 3, "{out}{err}");
+    assert!(out.contains("cordon blocked denied.test"), "{out}");
+    let asks: Vec<&str> = err.lines().filter(|l| l.contains(r#""ask""#)).collect();
+    assert_eq!(asks.len(), 1, "{err}");
+    assert!(
+        asks[0].contains(&format!(r#""host":"other.test","port":{port}"#)),
+        "{err}"
+    );
+    assert!(
+        err.contains(r#""type":"error","line":1"#),
+        "a malformed line gets an error naming it: {err}"
+    );
+    let saved = config.join("cordon").join("remembered-domains.toml");
+    let text = std::fs::read_to_string(&saved).expect("the always answer was kept");
+    assert!(text.contains(&format!("\"other.test:{port}\"")), "{text}");
+
+    // The next run reaches other.test without asking; a deny answer holds for the run.
+    let o = run_embedded(r#"{}"#);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(
+        !err.contains(r#""ask""#) || !err.contains("other.test"),
+        "{err}"
+    );
+    assert_eq!(out.matches("asked and allowed").count(), 3, "{out}{err}");
+
+    // A broken file of kept answers stops the run and is named.
+    std::fs::write(&saved, "allow = [\"not a rule!\"]\n").expect("write");
+    let o = run_embedded(r#"{}"#);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("remembered-domains.toml"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Runs `cordon ARGS` on a fresh pseudo-terminal, answering each prompt that ends in `? ` with
+/// the next of `answers`; prints everything the terminal showed.
+const ON_A_TERMINAL: &str = r#"
+import os, pty, sys
+answers = sys.argv[1].split(",")
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+seen = b""
+while True:
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    seen += chunk
+    if seen.rstrip().endswith(b"[d]eny?") and answers:
+        os.write(fd, (answers.pop(0) + "\n").encode())
+        seen += b"<answered>"
+sys.stdout.write(seen.decode(errors="replace"))
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+
+#[test]
+fn the_person_at_the_terminal_is_asked_once_per_host() {
+    let Some(sb) = sandbox() else { return };
+    if python_missing() {
+        return;
+    }
+    let (port, _) = origin("the person said yes");
+    let o = Command::new("python3")
+        .args(["-c", ON_A_TERMINAL, "o,d"])
+        .arg(common::cordon_bin())
+        .args([
+            "run",
+            "--allow-domain=allowed.test",
+            "--allow-private-ips",
+            "--resolve=other.test=127.0.0.1",
+            "--resolve=denied.test=127.0.0.1",
+            "-c",
+            &format!(
+                "for h in other.test other.test denied.test denied.test; do \
+                 curl -sS --max-time 20 http://$h:{port}/; echo; done"
+            ),
+        ])
+        .current_dir(&sb.ws)
+        .env("XDG_CONFIG_HOME", sb.outside.join("config"))
+        .output()
+        .expect("python3");
+    let shown = stdout(&o);
+    assert_eq!(shown.matches("which no rule allows").count(), 2, "{shown}");
+    assert!(
+        shown.contains(&format!("wants to reach other.test:{port}")),
+        "{shown}"
+    );
+    assert_eq!(shown.matches("the person said yes").count(), 2, "{shown}");
+    assert_eq!(
+        shown
+            .matches(&format!(
+                "cordon blocked denied.test:{port}: refused when asked"
+            ))
+            .count(),
+        2,
+        "{shown}"
+    );
+}
+
+#[test]
+fn the_standalone_proxy_asks_on_standard_output() {
+    let (port, _) = origin("asked over stdio");
+    let mut proxy = Command::new(common::cordon_bin())
+        .args([
+            "proxy",
+            "--listen=127.0.0.1:0",
+            "--allow-domain=allowed.test",
+            "--allow-private-ips",
+            "--resolve=other.test=127.0.0.1",
+            "--ask-domains=stdio",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("proxy");
+    let mut line = String::new();
+    let mut err = std::io::BufReader::new(proxy.stderr.take().expect("stderr"));
+    std::io::BufRead::read_line(&mut err, &mut line).expect("read");
+    let addr = line.trim().rsplit(' ').next().expect("address").to_string();
+    let mut answers = proxy.stdin.take().expect("stdin");
+    let mut questions = std::io::BufReader::new(proxy.stdout.take().expect("stdout"));
+    let client = std::thread::spawn(move || {
+        let mut c = std::net::TcpStream::connect(&addr).expect("connect");
+        write!(
+            c,
+            "GET http://other.test:{port}/ HTTP/1.1\r\nHost: other.test:{port}\r\n\r\n"
+        )
+        .expect("write");
+        // The origin holds the connection open: read until the body is in.
+        c.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !out.ends_with(b"asked over stdio") {
+            match c.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    let mut ask = String::new();
+    std::io::BufRead::read_line(&mut questions, &mut ask).expect("a question");
+    let q: serde_json::Value = serde_json::from_str(&ask).expect("JSON");
+    assert_eq!(q["type"], "ask");
+    assert_eq!(q["host"], "other.test");
+    writeln!(
+        answers,
+        r#"{{"type":"answer","id":{},"answer":"once"}}"#,
+        q["id"]
+    )
+    .expect("answer");
+    let out = client.join().expect("client");
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    assert!(out.ends_with("asked over stdio"), "{out}");
+}
+
+#[test]
+fn asking_flags_that_cannot_work_are_named() {
+    let Some(sb) = sandbox() else { return };
+    for (flag, says) in [
+        ("--ask-domains=stdio", "for `cordon proxy`"),
+        ("--ask-domains=fd:57", "descriptor 57 is not open"),
+        ("--ask-domains=terminal", "no terminal"),
+        ("--ask-domains=fd:1", "above 2"),
+        ("--ask-domains=maybe", "terminal, fd:N, stdio or deny"),
+    ] {
+        let o = Command::new("setsid")
+            .arg(common::cordon_bin())
+            .args(["run", "--allow-domain=a.test", flag, "--", "true"])
+            .current_dir(&sb.ws)
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{flag}: {}", stderr(&o));
+    }
+}
+
+/// A port on the host's loopback nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// One GET of `/` on 127.0.0.1:`port`, or why not.
+fn get(port: u16) -> Result<String, String> {
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    c.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    write!(c, "GET / HTTP/1.0\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    c.read_to_string(&mut out).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+#[test]
+fn a_published_port_leads_to_a_server_inside_and_ends_with_the_run() {
+    let Some(sb) = sandbox() else { return };
+    if python_missing() {
+        return;
+    }
+    std::fs::write(sb.ws.join("served-from-inside.txt"), "x").expect("write");
+    let host_port = free_port();
+    let mut run = sb
+        .command()
+        .arg(format!("--publish={host_port}:8000"))
+        .args(["--timeout=60", "--", "python3", "-m", "http.server", "8000"])
+        .args(["--bind", "127.0.0.1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run");
+    // The server takes a moment to start inside; until then the connection is cut.
+    let mut answer = Err(String::new());
+    for _ in 0..100 {
+        answer = get(host_port);
+        if answer.as_ref().is_ok_and(|a| a.contains("200")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = run.kill();
+    let _ = run.wait();
+    let answer = answer.expect("the published port answered");
+    assert!(answer.contains("served-from-inside.txt"), "{answer}");
+    // Once the run is gone, so is the port.
+    let mut closed = false;
+    for _ in 0..50 {
+        if std::net::TcpStream::connect(("127.0.0.1", host_port)).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(closed, "127.0.0.1:{host_port} still listens after the run");
+}
+
+#[test]
+fn publishing_is_refused_where_it_cannot_be_confined_and_bad_ports_are_named() {
+    let Some(sb) = sandbox() else { return };
+    let Some(alone) = Sandbox::with_mode(common::Mode::LandlockOnly) else {
+        return;
+    };
+    for args in [&["--publish=8000"][..], &["--allow-local-binding"]] {
+        let o = alone.run(&[args, &["--", "true"]].concat());
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("need a network namespace"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken = taken.local_addr().expect("addr").port();
+    for (args, says) in [
+        (vec!["--publish=0"], "write PORT or HOST_PORT:PORT"),
+        (vec!["--publish=80:x"], "write PORT or HOST_PORT:PORT"),
+        (vec!["--publish=1:2:3"], "write PORT or HOST_PORT:PORT"),
+        (
+            vec!["--publish=8000", "--network=host"],
+            "--publish needs the sandbox's own network",
+        ),
+    ] {
+        let o = sb.run(&[&args[..], &["--", "true"]].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    let o = sb.run(&[&format!("--publish={taken}:80"), "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("cannot listen on 127.0.0.1:{taken}")),
+        "{}",
+        stderr(&o)
+    );
+}

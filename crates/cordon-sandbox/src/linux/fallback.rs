@@ -31,6 +31,17 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
             ));
         }
     };
+    if spec.allow_local_binding || spec.inbound.is_some() {
+        return Err(Failure(
+            exit::SETUP_FAILED,
+            "local binding",
+            format!(
+                "--allow-local-binding and --publish need a network namespace of the command's \
+                 own, and user namespaces are unavailable ({why}); without one the command would \
+                 listen on the host's network, where Landlock cannot confine it to loopback"
+            ),
+        ));
+    }
     let roots: Vec<PathBuf> = std::iter::once(spec.cwd.clone())
         .chain(spec.writable.iter().cloned())
         .collect();

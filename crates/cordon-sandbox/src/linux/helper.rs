@@ -266,6 +266,42 @@ fn hand_ports_to_proxy(endpoint: &crate::ProxyEndpoint) -> Result<(), Failure> {
         .map_err(|e| Failure::io("proxy", e, "handing the ports over"))
 }
 
+/// Serves `--publish`: a process of its own in this network namespace that, for each byte the
+/// host side sends over `socket`, sends back a fresh TCP socket made here. It runs only this
+/// loop, holds nothing else of cordon's, and ends with the sandbox (its PID namespace).
+fn make_inbound_sockets(socket: &Path, errors: &mut Option<std::fs::File>) -> Result<(), Failure> {
+    use std::io::Read;
+    let mut channel = std::os::unix::net::UnixStream::connect(socket)
+        .map_err(|e| Failure::io("publish", e, &socket.display().to_string()))?;
+    if sys::fork()
+        .map_err(|e| Failure::io("fork", e, ""))?
+        .is_some()
+    {
+        return Ok(());
+    }
+    // The setup's error channel must close when the command starts, not when this ends.
+    drop(errors.take());
+    let _ = sys::die_with_parent(libc::SIGKILL);
+    let mut asked = [0u8; 1];
+    while let Ok(1) = channel.read(&mut asked) {
+        let made = rustix::net::socket_with(
+            rustix::net::AddressFamily::INET,
+            rustix::net::SocketType::STREAM,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        );
+        let sent = match made {
+            Ok(fd) => crate::handoff::send(&channel, &[fd]),
+            // None to give: the host side sees an empty handoff and drops its connection.
+            Err(_) => crate::handoff::send::<std::os::fd::OwnedFd>(&channel, &[]),
+        };
+        if sent.is_err() {
+            break;
+        }
+    }
+    sys::exit_now(0)
+}
+
 /// The paths of the Unix sockets bound in this network namespace (from `/proc/net/unix`;
 /// its last column is the path, or `@name` for an abstract socket).
 fn bound_unix_sockets() -> Vec<PathBuf> {
@@ -304,6 +340,10 @@ fn init(
     if let NetworkMode::Proxy(endpoint) = &spec.network {
         // Before the mount view: the proxy's socket is a host path the view does not show.
         hand_ports_to_proxy(endpoint)?;
+    }
+    if let Some(socket) = &spec.inbound {
+        // Also before the mount view, for the same reason.
+        make_inbound_sockets(socket, errors)?;
     }
     build_mount_view(spec, host_sockets)?;
     if !spec.unix_sockets.is_empty() {
@@ -726,6 +766,8 @@ pub(super) fn become_command(
     channel: &mut Channel,
 ) -> Result<Never, Failure> {
     sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
+    sys::close_inherited_on_exec()
+        .map_err(|e| Failure::io("close inherited descriptors", e, ""))?;
     sys::new_session().map_err(|e| Failure::io("setsid", e, ""))?;
     sys::drop_all_capabilities().map_err(|e| Failure::io("drop capabilities", e, ""))?;
     sys::set_no_new_privs().map_err(|e| Failure::io("no_new_privs", e, ""))?;

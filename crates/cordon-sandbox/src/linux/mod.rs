@@ -114,9 +114,10 @@ pub fn adopt_fd(fd: i32) -> std::io::Result<std::fs::File> {
     sys::adopt_fd(fd)
 }
 
-/// Makes `fd` of this process descriptor `target` of the process `cmd` starts.
-pub fn pass_fd(cmd: &mut Command, fd: i32, target: i32) {
-    sys::install_fd(cmd, fd, target);
+/// Makes each `(fd, target)`: descriptor `fd` of this process becomes descriptor `target` of
+/// the process `cmd` starts (at most 16, in one call: the order of placing them matters).
+pub fn pass_fds(cmd: &mut Command, pairs: &[(i32, i32)]) {
+    sys::install_fds(cmd, pairs);
 }
 
 /// Asks the kernel to kill this process when the one that started it ends.
@@ -416,8 +417,13 @@ fn spawn_helper(
     let (spec_reader, mut spec_writer) = std::io::pipe().map_err(RunError::Spawn)?;
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg(HELPER_ARG).arg(std::process::id().to_string());
-    sys::install_fd(&mut cmd, spec_reader.as_raw_fd(), SPEC_FD);
-    sys::install_fd(&mut cmd, error_writer.as_raw_fd(), ERROR_FD);
+    sys::install_fds(
+        &mut cmd,
+        &[
+            (spec_reader.as_raw_fd(), SPEC_FD),
+            (error_writer.as_raw_fd(), ERROR_FD),
+        ],
+    );
     if let Some(tap) = tap {
         let to_tap = || tap.writer.try_clone().map(std::process::Stdio::from);
         cmd.stderr(to_tap().map_err(RunError::Spawn)?);

@@ -279,22 +279,64 @@ pub fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-/// For `Command::pre_exec`: puts `fd` at `target` in the child, without close-on-exec.
-pub fn install_fd(cmd: &mut std::process::Command, fd: libc::c_int, target: libc::c_int) {
+/// For `Command::pre_exec`: puts each `(fd, target)` pair's `fd` at `target` in the child,
+/// without close-on-exec. Every source is first copied above all targets, so a source that
+/// happens to sit at another pair's target is not overwritten before it is placed.
+pub fn install_fds(cmd: &mut std::process::Command, pairs: &[(libc::c_int, libc::c_int)]) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the forked child before exec and only calls dup2 and fcntl,
-    // which are async-signal-safe.
+    let pairs = pairs.to_vec();
+    let above = pairs.iter().map(|&(_, t)| t).max().unwrap_or(2) + 1;
+    // SAFETY: the closure runs in the forked child before exec and only calls fcntl, dup2 and
+    // close, which are async-signal-safe; it allocates nothing (the pairs were copied before).
     unsafe {
         cmd.pre_exec(move || {
-            if fd == target {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                check(libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC))?;
-            } else {
-                check(libc::dup2(fd, target))?;
+            let mut copies = [0 as libc::c_int; 16];
+            assert!(pairs.len() <= copies.len());
+            for (copy, &(fd, _)) in copies.iter_mut().zip(&pairs) {
+                *copy = check(libc::fcntl(fd, libc::F_DUPFD, above))?;
+            }
+            for (&copy, &(_, target)) in copies.iter().zip(&pairs) {
+                check(libc::dup2(copy, target))?;
+                libc::close(copy);
             }
             Ok(())
         });
     }
+}
+
+/// Marks every descriptor from 3 up close-on-exec, so the command starts with standard input,
+/// output and error only. Whoever started cordon may have left descriptors open (a file the
+/// rules would hide, a socket to a daemon); inherited, they would reach through every wall.
+pub fn close_inherited_on_exec() -> io::Result<()> {
+    // SAFETY: close_range takes integer arguments only; with CLOSE_RANGE_CLOEXEC it changes
+    // descriptor flags and closes nothing.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if done == 0 {
+        return Ok(());
+    }
+    // Before Linux 5.11: one at a time. The directory's own descriptor is close-on-exec.
+    let fds: Vec<libc::c_int> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: F_GETFD/F_SETFD take integer arguments only; a descriptor closed meanwhile
+        // (the directory's) just fails.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Takes ownership of an inherited file descriptor.

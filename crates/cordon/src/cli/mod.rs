@@ -1,6 +1,8 @@
 //! Command-line parsing and dispatch.
 
 #[cfg(unix)]
+mod ask;
+#[cfg(unix)]
 mod backend;
 mod check;
 #[cfg(unix)]

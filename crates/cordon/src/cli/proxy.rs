@@ -1,7 +1,7 @@
 //! `cordon proxy`, and the proxy a `cordon run` starts for its command.
 
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -10,6 +10,8 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::Args;
 use cordon_net::{Blocked, DomainRule, Proxy, ProxyConfig, Rules};
+
+use super::ask::{AskVia, JsonAsker, Lines, TerminalAsker, write_line};
 
 /// Which hosts may be reached: shared by `cordon run` and `cordon proxy`.
 #[derive(Debug, Clone, Args, Default)]
@@ -31,6 +33,13 @@ pub struct NetFlags {
     /// corporate network; it resolves names itself.
     #[arg(long, value_name = "URL")]
     upstream_proxy: Option<String>,
+    /// Who decides about a host no rule allows or denies: `terminal` (you, once per host and
+    /// port: once / always / deny), `fd:N` (a program, in JSON lines on descriptor N; see
+    /// docs/PROTOCOL.md), `stdio` (`cordon proxy` only: questions on standard output, answers
+    /// on standard input) or `deny` [default: `cordon run` asks on the terminal when standard
+    /// input is one, else denies; `cordon proxy` denies].
+    #[arg(long = "ask-domains", value_name = "WHO")]
+    ask: Option<AskVia>,
 }
 
 impl NetFlags {
@@ -124,7 +133,40 @@ pub struct ProxyArgs {
     /// The `cordon run` this proxy serves: it ends when that process does.
     #[arg(long, hide = true)]
     parent: Option<u32>,
+    /// A listening Unix socket on this descriptor, which the sandbox connects to for
+    /// `--publish` (see `SandboxSpec::inbound`).
+    #[arg(long, hide = true)]
+    inbound_fd: Option<i32>,
+    /// `FD:PORT`: host connections on the listener at FD go to PORT inside the sandbox.
+    #[arg(long, hide = true, value_name = "FD:PORT")]
+    published: Vec<String>,
 }
+
+/// `--publish [HOST_PORT:]PORT`: a port on the host's loopback that leads to one on the
+/// sandbox's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Publish {
+    pub host_port: u16,
+    pub port: u16,
+}
+
+impl std::str::FromStr for Publish {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let port = |p: &str| p.parse::<u16>().ok().filter(|&p| p > 0);
+        let (host, inside) = s.split_once(':').unwrap_or((s, s));
+        match (port(host), port(inside)) {
+            (Some(host_port), Some(port)) => Ok(Publish { host_port, port }),
+            _ => Err(format!(
+                "`{s}`: write PORT or HOST_PORT:PORT (1-65535), e.g. 8080:3000"
+            )),
+        }
+    }
+}
+
+/// The most ports one run may publish.
+pub const MAX_PUBLISHED: usize = 8;
 
 /// The most refusals a proxy started for a run writes out; a command retrying in a loop must
 /// not fill its report (nor the pipe it goes through).
@@ -136,7 +178,7 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
     if args.listen.is_empty() && args.handoff_fd.is_none() {
         bail!("give at least one --listen HOST:PORT or --listen unix:PATH");
     }
-    let config = args.net.config()?;
+    let mut config = args.net.config()?;
     // Check every address before serving any: a typo should stop it, not half-start it.
     let mut tcp = Vec::new();
     let mut unix = Vec::new();
@@ -171,11 +213,36 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
         Some(fd) => Some(adopt_unix_listener(fd)?),
         None => None,
     };
-    let mut events: Box<dyn std::io::Write + Send> = match args.events_fd {
+    let events: Lines = Arc::new(std::sync::Mutex::new(match args.events_fd {
         Some(fd) => Box::new(adopt_file(fd)?),
         None => Box::new(std::io::stdout()),
-    };
+    }));
     let limited = args.events_fd.is_some();
+    // A run's proxy keeps "always" answers for the runs after it; a proxy on its own serves
+    // whoever configured it, and keeps nothing.
+    let remember_in = args.parent.and_then(|_| super::ask::remembered_path());
+    config.ask = match args.net.ask.unwrap_or(AskVia::Deny) {
+        AskVia::Deny => None,
+        AskVia::Terminal => {
+            std::fs::File::open("/dev/tty")
+                .context("--ask-domains terminal: there is no terminal (/dev/tty) to ask on")?;
+            Some(Arc::new(TerminalAsker { remember_in }))
+        }
+        AskVia::Fd(fd) => {
+            let channel = adopt_file(fd).context("--ask-domains")?;
+            let input = channel.try_clone()?;
+            let out: Lines = Arc::new(std::sync::Mutex::new(Box::new(channel)));
+            Some(Arc::new(JsonAsker::new(input, out, remember_in)))
+        }
+        AskVia::Stdio if args.events_fd.is_some() => {
+            bail!("--ask-domains stdio: standard output is not this proxy's to write")
+        }
+        AskVia::Stdio => Some(Arc::new(JsonAsker::new(
+            std::io::stdin(),
+            events.clone(),
+            None,
+        ))),
+    };
     cordon_net::serve::raise_descriptor_limit();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -196,6 +263,25 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
                 tokio::net::UnixListener::from_std(l)?,
             ));
         }
+        if let Some(fd) = args.inbound_fd {
+            let inbound = Arc::new(cordon_net::serve::Inbound::new(
+                tokio::net::UnixListener::from_std(adopt_unix_listener(fd)?)?,
+            ));
+            for p in &args.published {
+                let (fd, port) = p
+                    .split_once(':')
+                    .and_then(|(fd, port)| Some((fd.parse().ok()?, port.parse().ok()?)))
+                    .with_context(|| format!("--published {p}: write FD:PORT"))?;
+                let listener =
+                    std::net::TcpListener::from(std::os::fd::OwnedFd::from(adopt_file(fd)?));
+                listener.set_nonblocking(true)?;
+                tokio::spawn(cordon_net::serve::published(
+                    tokio::net::TcpListener::from_std(listener)?,
+                    inbound.clone(),
+                    port,
+                ));
+            }
+        }
         if let Some(h) = handoff {
             tokio::spawn(cordon_net::serve::handed_over(
                 proxy.clone(),
@@ -208,16 +294,12 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
                 continue;
             }
             written += 1;
-            let line = serde_json::to_string(&b).unwrap_or_default();
-            let _ = writeln!(events, "{line}");
-            let _ = events.flush();
+            write_line(&events, &BlockedLine::from(b));
         }
         anyhow::Ok(())
     })?;
     Ok(0)
 }
-
-use std::io::Write as _;
 
 #[cfg(target_os = "linux")]
 fn adopt_file(fd: i32) -> anyhow::Result<std::fs::File> {
@@ -243,20 +325,63 @@ pub struct RunProxy {
     child: std::process::Child,
     dir: PathBuf,
     events: std::io::PipeReader,
+    /// Where the command finds the proxy, when it has one (a run may only publish ports).
+    pub endpoint: Option<cordon_sandbox::ProxyEndpoint>,
+    /// For the spec's `inbound`, when the run publishes ports.
+    pub inbound: Option<PathBuf>,
 }
 
 #[cfg(target_os = "linux")]
 impl RunProxy {
-    /// Starts the proxy for a run when any host is allowed; the endpoint is for the spec.
-    pub fn start(
-        net: &NetFlags,
-    ) -> anyhow::Result<Option<(RunProxy, cordon_sandbox::ProxyEndpoint)>> {
+    /// Starts the proxy process for a run when any host is allowed (or asked about) or a port
+    /// is published.
+    pub fn start(net: &NetFlags, publish: &[Publish]) -> anyhow::Result<Option<RunProxy>> {
         // Every flag is checked even when no proxy is needed: a typo is an error, not silence.
         let rules = net.rules()?;
         net.resolve_table()?;
         net.upstream()?;
-        if !rules.allows_anything() {
+        let ask = match net.ask {
+            Some(AskVia::Stdio) => bail!(
+                "--ask-domains stdio is for `cordon proxy`; a run's standard streams are its command's (use fd:N)"
+            ),
+            Some(AskVia::Terminal) if std::fs::File::open("/dev/tty").is_err() => {
+                bail!("--ask-domains terminal: there is no terminal (/dev/tty) to ask on")
+            }
+            Some(AskVia::Fd(fd)) if std::fs::metadata(format!("/proc/self/fd/{fd}")).is_err() => {
+                bail!("--ask-domains fd:{fd}: descriptor {fd} is not open")
+            }
+            Some(via) => via,
+            None if std::io::stdin().is_terminal() => AskVia::Terminal,
+            None => AskVia::Deny,
+        };
+        // Nothing allowed means no network at all, unless the user asked to be asked.
+        let asked_to_ask = net.ask.is_some() && ask != AskVia::Deny;
+        let egress = rules.allows_anything() || asked_to_ask;
+        if !egress && publish.is_empty() {
             return Ok(None);
+        }
+        if publish.len() > MAX_PUBLISHED {
+            bail!("--publish: at most {MAX_PUBLISHED} ports per run");
+        }
+        // Bound here, before anything starts, so a port already in use is a plain error.
+        let published = publish
+            .iter()
+            .map(|p| {
+                std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, p.host_port))
+                    .with_context(|| {
+                        format!(
+                            "--publish {}:{}: cannot listen on 127.0.0.1:{}",
+                            p.host_port, p.port, p.host_port
+                        )
+                    })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let mut proxy_args = net.to_args();
+        // Hosts the user answered "always" for in earlier runs.
+        if let Some(path) = super::ask::remembered_path() {
+            for rule in super::ask::remembered(&path)? {
+                proxy_args.push(format!("--allow-domain={rule}"));
+            }
         }
         let dir = cordon_sandbox::private_dir(&std::env::temp_dir(), "cordon-proxy")
             .context("cannot make a directory for the proxy's socket")?;
@@ -267,21 +392,53 @@ impl RunProxy {
         let (events, events_writer) = std::io::pipe()?;
         let mut cmd = std::process::Command::new("/proc/self/exe");
         cmd.arg("proxy")
-            .args(net.to_args())
+            .args(proxy_args)
             .arg("--handoff-fd=3")
             .arg("--events-fd=4")
             .arg(format!("--parent={}", std::process::id()))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null());
-        cordon_sandbox::linux::pass_fd(&mut cmd, handoff.as_raw_fd(), 3);
-        cordon_sandbox::linux::pass_fd(&mut cmd, events_writer.as_raw_fd(), 4);
+        let mut fds = vec![(handoff.as_raw_fd(), 3), (events_writer.as_raw_fd(), 4)];
+        let inbound = if published.is_empty() {
+            None
+        } else {
+            let path = dir.join("inbound.sock");
+            let listener = std::os::unix::net::UnixListener::bind(&path)
+                .with_context(|| format!("cannot listen on {}", path.display()))?;
+            Some((path, listener))
+        };
+        if let Some((_, listener)) = &inbound {
+            fds.push((listener.as_raw_fd(), 6));
+            cmd.arg("--inbound-fd=6");
+        }
+        for (n, (listener, p)) in published.iter().zip(publish).enumerate() {
+            let fd = 7 + n as i32;
+            fds.push((listener.as_raw_fd(), fd));
+            cmd.arg(format!("--published={fd}:{}", p.port));
+        }
+        match ask {
+            AskVia::Fd(fd) => {
+                fds.push((fd, 5));
+                cmd.arg("--ask-domains=fd:5");
+            }
+            via => {
+                cmd.arg(format!("--ask-domains={via}"));
+            }
+        }
+        cordon_sandbox::linux::pass_fds(&mut cmd, &fds);
         let child = cmd.spawn().context("cannot start the proxy")?;
-        let endpoint = cordon_sandbox::ProxyEndpoint {
+        let endpoint = egress.then_some(cordon_sandbox::ProxyEndpoint {
             socket: Some(socket),
             http_port: HTTP_PORT,
             socks_port: SOCKS_PORT,
-        };
-        Ok(Some((RunProxy { child, dir, events }, endpoint)))
+        });
+        Ok(Some(RunProxy {
+            child,
+            dir,
+            events,
+            endpoint,
+            inbound: inbound.map(|(path, _)| path),
+        }))
     }
 
     /// Ends the proxy, and with it every connection the command's processes still hold;
@@ -319,29 +476,49 @@ impl Drop for RunProxy {
     }
 }
 
-/// A refusal as the proxy process writes it.
+/// A refusal as the proxy process writes it: a line among others (questions, errors) when
+/// they share a stream, hence the `type`.
 #[cfg(target_os = "linux")]
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, serde::Serialize)]
 struct BlockedLine {
+    #[serde(rename = "type")]
+    kind: String,
     host: String,
     port: u16,
     rule: String,
     via: String,
 }
 
+#[cfg(target_os = "linux")]
+impl From<Blocked> for BlockedLine {
+    fn from(b: Blocked) -> Self {
+        BlockedLine {
+            kind: "blocked".into(),
+            host: b.host,
+            port: b.port,
+            rule: b.rule,
+            via: b.via.into(),
+        }
+    }
+}
+
 /// Where the proxy a run needs is not built yet (it needs a network namespace to hand its
 /// ports over from): a run with an allowed host is refused rather than run without it.
 #[cfg(not(target_os = "linux"))]
 #[derive(Debug)]
-pub struct RunProxy;
+pub struct RunProxy {
+    pub endpoint: Option<cordon_sandbox::ProxyEndpoint>,
+    pub inbound: Option<PathBuf>,
+}
 
 #[cfg(not(target_os = "linux"))]
 impl RunProxy {
-    pub fn start(
-        net: &NetFlags,
-    ) -> anyhow::Result<Option<(RunProxy, cordon_sandbox::ProxyEndpoint)>> {
-        if net.rules()?.allows_anything() {
+    pub fn start(net: &NetFlags, publish: &[Publish]) -> anyhow::Result<Option<RunProxy>> {
+        if net.rules()?.allows_anything() || net.ask.is_some() {
             bail!("--allow-domain needs cordon's proxy, which runs only on Linux so far");
+        }
+        if !publish.is_empty() {
+            bail!("--publish needs a network namespace, which only Linux has");
         }
         Ok(None)
     }

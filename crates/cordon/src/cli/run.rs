@@ -71,6 +71,14 @@ pub struct RunArgs {
     /// namespaces are unavailable.
     #[arg(long)]
     fail_if_unavailable: bool,
+    /// Let the command listen on loopback: its own, inside the sandbox, which nothing on the
+    /// host reaches unless published (matters where that loopback would be the host's).
+    #[arg(long)]
+    allow_local_binding: bool,
+    /// Forward 127.0.0.1:HOST_PORT on the host to PORT on the sandbox's own loopback, e.g. a
+    /// dev server's (repeatable; implies --allow-local-binding).
+    #[arg(long, value_name = "[HOST_PORT:]PORT")]
+    publish: Vec<super::proxy::Publish>,
     /// Write what happened (exit code, timeout, what the sandbox blocked) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -268,10 +276,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             Network::Host => NetworkMode::Host,
         },
         isolation,
-        allow_local_binding: false,
+        allow_local_binding: args.allow_local_binding || !args.publish.is_empty(),
+        inbound: None,
     };
     if args.net.any_allowed() && matches!(args.network, Network::Host) {
         bail!("--allow-domain needs the sandbox's own network (--network none, the default)");
+    }
+    if !args.publish.is_empty() && matches!(args.network, Network::Host) {
+        bail!(
+            "--publish needs the sandbox's own network (--network none, the default); with --network host the command listens on the host's directly"
+        );
     }
     let elsewhere = Elsewhere {
         spec: &spec,
@@ -288,8 +302,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let mut spec = spec;
     // Allowed hosts: cordon's proxy becomes the command's only way out.
-    let proxy = RunProxy::start(&args.net)?;
-    if let Some((_, endpoint)) = &proxy {
+    let proxy = RunProxy::start(&args.net, &args.publish)?;
+    spec.inbound = proxy.as_ref().and_then(|p| p.inbound.clone());
+    if let Some(endpoint) = proxy.as_ref().and_then(|p| p.endpoint.as_ref()) {
         let vars = super::proxy::environment(endpoint);
         spec.env.retain(|(k, _)| !vars.iter().any(|(v, _)| v == k));
         spec.env.extend(vars);
@@ -304,7 +319,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings);
     let result = run_sandboxed(&spec);
-    let refused = proxy.map(|(p, _)| p.finish()).unwrap_or_default();
+    let refused = proxy.map(RunProxy::finish).unwrap_or_default();
     let undone = guard.undo();
     let (weaker, restored, inferred) = match &result {
         Ok(o) => (
