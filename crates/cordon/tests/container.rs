@@ -805,6 +805,32 @@ fn the_project_recipe_is_built_once_and_its_startup_file_sourced(e: Eng) {
     }
 }
 
+#[test]
+fn publish_is_refused_with_the_containers_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(cordon_bin())
+        .args([
+            "run",
+            "--backend",
+            "docker",
+            "--image",
+            "x",
+            "--publish",
+            "18123:80",
+        ])
+        .args(["--", "true"])
+        .current_dir(dir.path())
+        .env_remove("CORDON_SANDBOX")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("CORDON_SANDBOX_PORTS"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 fn a_program_inside_never_launches_another(e: Eng) {
     let Some(p) = Project::new(e) else { return };
     let out = p.run_env(&["--", "true"], &[("CORDON_SANDBOX", "cordon-x-12345678")]);

@@ -18,6 +18,7 @@ fn spec() -> SandboxSpec {
         unix_sockets: vec![],
         isolation: Default::default(),
         allow_local_binding: false,
+        inbound: None,
     }
 }
 

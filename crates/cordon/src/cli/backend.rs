@@ -124,6 +124,8 @@ pub struct Elsewhere<'a> {
     pub net: &'a super::proxy::NetFlags,
     /// `--max-processes` as given: a container profile's default applies otherwise.
     pub max_processes_given: Option<u64>,
+    /// `--publish` was given (containers publish with `CORDON_SANDBOX_PORTS` instead).
+    pub publishes: bool,
     /// `--keep-env`: also passed into a container.
     pub keep_env: &'a [String],
 }

@@ -348,6 +348,11 @@ pub fn run_container(
             "already inside the container {name} (CORDON_SANDBOX is set): cordon does not launch a container from inside one; run without --backend to use the sandbox here"
         );
     }
+    if run.publishes {
+        bail!(
+            "--publish is for the native sandbox; a container publishes ports with CORDON_SANDBOX_PORTS=HOST_PORT:PORT and --network host"
+        );
+    }
     let mut spec: SandboxSpec = run.spec.clone();
     // The limits as asked: the engine enforces them for the whole container.
     spec.limits = cordon_sandbox::Limits {
@@ -420,7 +425,9 @@ pub fn run_container(
             (None, endpoint, std::env::temp_dir().join("cordon-gate"))
         })
     } else {
-        match RunProxy::start(run.net)? {
+        // Ports are published the container's way (CORDON_SANDBOX_PORTS), not by the proxy.
+        let started = RunProxy::start(run.net, &[])?;
+        match started.and_then(|p| p.endpoint.clone().map(|e| (p, e))) {
             Some((proxy, endpoint)) => {
                 let gate = cordon_sandbox::private_dir(&std::env::temp_dir(), "cordon-gate")
                     .context("cannot make the directory that tells the container to start")?;

@@ -295,6 +295,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         report: args.report.as_deref(),
         net: &args.net,
         max_processes_given: args.max_processes,
+        publishes: !args.publish.is_empty(),
         keep_env: &args.keep_env,
     };
     if let Some(code) = super::backend::run_elsewhere(&args.backend, elsewhere)? {
