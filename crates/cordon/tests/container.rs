@@ -831,6 +831,25 @@ fn publish_is_refused_with_the_containers_way() {
     );
 }
 
+fn the_safe_profile_keeps_the_root_file_system_read_only(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let out = p.run(&[
+        "--container-profile",
+        "safe",
+        "--",
+        "sh",
+        "-c",
+        "touch /etc/x 2>/dev/null || echo root-ro; touch $HOME/x && echo home-ok; \
+         touch /tmp/x && echo tmp-ok; echo w > w.txt && echo project-ok",
+    ]);
+    assert_eq!(
+        stdout(&out),
+        "root-ro\nhome-ok\ntmp-ok\nproject-ok\n",
+        "{}",
+        stderr(&out)
+    );
+}
+
 fn a_program_inside_never_launches_another(e: Eng) {
     let Some(p) = Project::new(e) else { return };
     let out = p.run_env(&["--", "true"], &[("CORDON_SANDBOX", "cordon-x-12345678")]);
@@ -981,6 +1000,7 @@ for_each_engine!(
     timeout_stops_the_container,
     the_project_recipe_is_built_once_and_its_startup_file_sourced,
     a_program_inside_never_launches_another,
+    the_safe_profile_keeps_the_root_file_system_read_only,
     a_bad_image_name_is_blamed_on_the_name,
     sigterm_to_the_launcher_removes_the_container,
     a_killed_launcher_leaves_no_container,

@@ -521,8 +521,18 @@ pub fn build(
                 host.gid
             ),
         ]);
-    } else if map_user {
-        args.extend(["--user".into(), "0:0".into()]);
+    } else {
+        if map_user {
+            args.extend(["--user".into(), "0:0".into()]);
+        }
+        if options.profile.read_only_root() {
+            // A read-only root file system would leave the program no home to write its
+            // caches and history in.
+            args.extend([
+                "--tmpfs".into(),
+                format!("{}:rw,exec,mode=0700", text(&container_home)?),
+            ]);
+        }
     }
 
     // The project, at the same path, and what the spec lets the command write.

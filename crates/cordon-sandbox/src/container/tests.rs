@@ -468,6 +468,9 @@ fn named_profiles() {
     let a = args(&spec(), &o, &linux());
     assert!(a.contains(&"--read-only".to_string()));
     assert!(has(&a, &["--tmpfs", "/tmp:rw,exec,mode=1777"]));
+    // The image's user gets a writable home too.
+    let a_mac = args(&mac_spec(), &o, &mac());
+    assert!(has(&a_mac, &["--tmpfs", "/root:rw,exec,mode=0700"]));
     assert!(a.contains(&"--pids-limit=1024".to_string()));
     assert!(a.contains(&"--memory=8589934592b".to_string()));
     o.profile = Profile::Tight;
