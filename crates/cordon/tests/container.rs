@@ -799,7 +799,8 @@ fn the_project_recipe_is_built_once_and_its_startup_file_sourced(e: Eng) {
             .unwrap()
             .to_string_lossy()
             .to_ascii_lowercase();
-        t.starts_with(&format!("cordon-sandbox-{base}:"))
+        t.trim_start_matches("localhost/")
+            .starts_with(&format!("cordon-sandbox-{base}:"))
     }) {
         p.engine.run(&["rmi", "-f", tag]);
     }
