@@ -1,6 +1,7 @@
 //! `cordon`: the command-line front of the policy engine (and, later, the sandbox).
 
 mod cli;
+mod settings;
 
 use std::process::ExitCode;
 

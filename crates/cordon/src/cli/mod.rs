@@ -5,6 +5,7 @@ mod ask;
 #[cfg(unix)]
 mod backend;
 mod check;
+mod config;
 #[cfg(unix)]
 mod container;
 #[cfg(unix)]
@@ -15,6 +16,8 @@ mod proxy;
 #[cfg(unix)]
 mod run;
 mod setup;
+
+pub use setup::user_settings_dir;
 
 use std::path::PathBuf;
 
@@ -39,6 +42,9 @@ enum Command {
     /// Inspect and maintain policy files.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// cordon's settings (cordon.toml), merged from every layer.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
     /// Run a command in the sandbox: it reads what it needs, writes only the working
     /// directory, its private /tmp and allowed paths, sees no other processes, has no network
     /// but loopback, and holds no privileges.
@@ -133,6 +139,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Policy(cmd) => policy::run(cmd),
+        Command::Config(cmd) => config::run(cmd),
         #[cfg(unix)]
         Command::Run(args) => run::run(*args),
         #[cfg(target_os = "linux")]

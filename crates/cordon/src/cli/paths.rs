@@ -120,7 +120,7 @@ fn resolve(
     expand(path, anchor, rest, home, flag, caps)
 }
 
-fn is_wild(s: &OsStr) -> bool {
+pub fn is_wild(s: &OsStr) -> bool {
     s.as_bytes().iter().any(|b| matches!(b, b'*' | b'?' | b'['))
 }
 

@@ -19,20 +19,20 @@ pub struct NetFlags {
     /// A host the command may reach: `example.com`, `*.example.com` (subdomains only),
     /// `host:port`, an IP address or a CIDR block (repeatable).
     #[arg(long = "allow-domain", value_name = "RULE")]
-    allow_domain: Vec<String>,
+    pub(super) allow_domain: Vec<String>,
     /// A host it may not reach, even if allowed (repeatable).
     #[arg(long = "deny-domain", value_name = "RULE")]
-    deny_domain: Vec<String>,
+    pub(super) deny_domain: Vec<String>,
     /// Let allowed names resolve to loopback, private or link-local addresses.
     #[arg(long)]
-    allow_private_ips: bool,
+    pub(super) allow_private_ips: bool,
     /// Answer NAME with ADDRESS instead of asking DNS, like curl's --resolve (repeatable).
     #[arg(long, value_name = "NAME=ADDRESS")]
     resolve: Vec<String>,
     /// Go through this existing proxy (http://HOST:PORT or socks5://HOST:PORT), as on a
     /// corporate network; it resolves names itself.
     #[arg(long, value_name = "URL")]
-    upstream_proxy: Option<String>,
+    pub(super) upstream_proxy: Option<String>,
     /// Who decides about a host no rule allows or denies: `terminal` (you, once per host and
     /// port: once / always / deny), `fd:N` (a program, in JSON lines on descriptor N; see
     /// docs/PROTOCOL.md), `stdio` (`cordon proxy` only: questions on standard output, answers

@@ -13,6 +13,7 @@ use cordon_sandbox::{
 
 use super::paths::{Flag, resolve_all};
 use super::proxy::RunProxy;
+use crate::settings::{self, Layer, LayerValues, Places, Sourced, all, some, value};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Network {
@@ -59,7 +60,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     max_processes: Option<u64>,
     /// Most memory the command may use, e.g. 512M or 4G.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::settings::parse_size)]
     memory: Option<u64>,
     /// Seconds of CPU time each process may use before the kernel stops it.
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
@@ -79,6 +80,10 @@ pub struct RunArgs {
     /// dev server's (repeatable; implies --allow-local-binding).
     #[arg(long, value_name = "[HOST_PORT:]PORT")]
     publish: Vec<super::proxy::Publish>,
+    /// Let this project's `.cordon/cordon.toml` widen what the sandbox allows; without this it
+    /// may only tighten.
+    #[arg(long)]
+    trust_project: bool,
     /// Write what happened (exit code, timeout, what the sandbox blocked) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -119,27 +124,6 @@ fn env_patterns(patterns: &[String]) -> anyhow::Result<globset::GlobSet> {
 /// Processes (and threads) a run may have at once unless told otherwise.
 const DEFAULT_MAX_PROCESSES: u64 = 4096;
 
-/// `512M`, `4G`, `1048576`: a size in bytes with an optional K, M or G (powers of 1024).
-fn parse_size(s: &str) -> Result<u64, String> {
-    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((i, _)) => s.split_at(i),
-        None => (s, ""),
-    };
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size; use e.g. 512M or 4G"))?;
-    let mult: u64 = match unit.to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1 << 10,
-        "M" | "MB" | "MIB" => 1 << 20,
-        "G" | "GB" | "GIB" => 1 << 30,
-        _ => return Err(format!("`{s}`: unknown unit `{unit}`; use K, M or G")),
-    };
-    n.checked_mul(mult)
-        .filter(|&b| b > 0)
-        .ok_or_else(|| format!("`{s}` is out of range"))
-}
-
 /// `0.5`, `2`: a number of CPUs, kept as thousandths of one.
 fn parse_cpus(s: &str) -> Result<u64, String> {
     let n: f64 = s
@@ -151,7 +135,75 @@ fn parse_cpus(s: &str) -> Result<u64, String> {
     Ok((n * 1000.0).round() as u64)
 }
 
+/// The command line as the last layer of settings: what it says, and nothing it leaves out.
+fn flag_layer(args: &RunArgs) -> LayerValues {
+    LayerValues {
+        fail_if_unavailable: args.fail_if_unavailable.then_some(true),
+        allow_write: some(&args.allow_write),
+        deny_write: args.deny_write.clone(),
+        deny_read: args.deny_read.clone(),
+        allow_read: some(&args.allow_read),
+        allow_domains: some(&args.net.allow_domain),
+        deny_domains: args.net.deny_domain.clone(),
+        allow_private_ips: args.net.allow_private_ips.then_some(true),
+        allow_local_binding: args.allow_local_binding.then_some(true),
+        allow_unix_sockets: some(&args.allow_unix_socket),
+        upstream_proxy: args.net.upstream_proxy.clone(),
+        keep_env: some(&args.keep_env),
+        deny_env: args.deny_env.clone(),
+        max_processes: args.max_processes,
+        memory: args.memory.map(|b| b.to_string()),
+        cpu_time: args.cpu_time,
+        cpus: args.cpus.map(|m| m as f64 / 1000.0),
+        timeout: args.timeout,
+        ..LayerValues::default()
+    }
+}
+
+/// The run's flags with every settings layer merged under them.
+fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let s = settings::load(&Places::from(&cwd), flag_layer(&args), args.trust_project)?;
+    for why in &s.left_out {
+        eprintln!("cordon: warning: settings left out: {why}");
+    }
+    args.fail_if_unavailable = value(s.fail_if_unavailable).unwrap_or(false);
+    args.allow_write = value(s.allow_write).unwrap_or_default();
+    // A shared settings file may name paths this machine lacks (~/.aws); nothing to protect
+    // there. The command line's own paths must exist, as before.
+    let present = |list: Vec<Sourced<PathBuf>>| -> Vec<PathBuf> {
+        list.into_iter()
+            .filter(|p| {
+                p.from.layer == Layer::Flags
+                    || super::paths::is_wild(p.value.as_os_str())
+                    || std::fs::symlink_metadata(&p.value).is_ok()
+            })
+            .map(|p| p.value)
+            .collect()
+    };
+    args.deny_write = present(s.deny_write);
+    args.deny_read = present(s.deny_read);
+    args.allow_read = value(s.allow_read).unwrap_or_default();
+    args.net.allow_domain = value(s.allow_domains).unwrap_or_default();
+    args.net.deny_domain = all(s.deny_domains);
+    args.net.allow_private_ips = value(s.allow_private_ips).unwrap_or(false);
+    args.net.upstream_proxy = value(s.upstream_proxy);
+    args.allow_local_binding = value(s.allow_local_binding).unwrap_or(false);
+    args.allow_unix_socket = value(s.allow_unix_sockets).unwrap_or_default();
+    args.keep_env = value(s.keep_env).unwrap_or_default();
+    args.deny_env = all(s.deny_env);
+    args.max_processes = value(s.max_processes);
+    args.memory = value(s.memory)
+        .map(|m| settings::parse_size(&m).map_err(anyhow::Error::msg))
+        .transpose()?;
+    args.cpu_time = value(s.cpu_time);
+    args.cpus = value(s.cpus).map(|c| (c * 1000.0).round() as u64);
+    args.timeout = value(s.timeout);
+    Ok(args)
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let args = with_settings(args)?;
     args.backend.validate()?;
     let argv = match (&args.shell, args.command.is_empty()) {
         (Some(s), _) => vec!["/bin/sh".to_string(), "-c".to_string(), s.clone()],

@@ -30,6 +30,11 @@ pub fn own_settings_dirs() -> Vec<PathBuf> {
         .collect()
 }
 
+/// `$XDG_CONFIG_HOME/cordon` or `~/.config/cordon`: the user's settings and policies.
+pub fn user_settings_dir() -> Option<PathBuf> {
+    user_policy_dir()?.parent().map(Path::to_path_buf)
+}
+
 /// `$XDG_CONFIG_HOME/cordon/policies` or `~/.config/cordon/policies`.
 pub fn user_policy_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")

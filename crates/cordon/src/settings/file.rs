@@ -1,0 +1,186 @@
+//! One `cordon.toml` as written: every key optional, unknown keys refused with a suggestion.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsFile {
+    pub sandbox: Option<SandboxTable>,
+    pub filesystem: Option<FilesystemTable>,
+    pub network: Option<NetworkTable>,
+    pub env: Option<EnvTable>,
+    pub limits: Option<LimitsTable>,
+    pub ignore_violations: Option<Vec<IgnoreRule>>,
+    /// Managed settings only: what no other layer may change.
+    pub lock: Option<LockTable>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxTable {
+    pub enabled: Option<bool>,
+    pub fail_if_unavailable: Option<bool>,
+    pub enabled_platforms: Option<Vec<String>>,
+    pub excluded_commands: Option<Vec<String>>,
+    pub auto_allow_if_sandboxed: Option<bool>,
+    pub allow_unsandboxed_commands: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FilesystemTable {
+    pub allow_write: Option<Vec<String>>,
+    pub deny_write: Option<Vec<String>>,
+    pub deny_read: Option<Vec<String>>,
+    pub allow_read: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkTable {
+    pub allow_domains: Option<Vec<String>>,
+    pub deny_domains: Option<Vec<String>>,
+    pub allow_private_ips: Option<bool>,
+    pub allow_local_binding: Option<bool>,
+    pub allow_unix_sockets: Option<Vec<String>>,
+    pub upstream_proxy: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EnvTable {
+    pub keep: Option<Vec<String>>,
+    pub deny: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsTable {
+    pub max_processes: Option<u64>,
+    /// `512M`, `4G`.
+    pub memory: Option<String>,
+    pub cpu_time: Option<u64>,
+    pub cpus: Option<f64>,
+    pub timeout: Option<f64>,
+}
+
+/// Paths a command's own failures touch that are not worth reporting (`npm` writing its logs).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct IgnoreRule {
+    /// A command pattern: `npm *`, or `*` for every command.
+    pub command: String,
+    pub paths: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LockTable {
+    /// Only the managed `network.allow_domains` count.
+    pub only_managed_domains: Option<bool>,
+    /// Only the managed `filesystem.allow_read` count.
+    pub only_managed_read_paths: Option<bool>,
+    /// `sandbox.enabled` and `sandbox.fail_if_unavailable` cannot be turned off.
+    pub sandbox_required: Option<bool>,
+    /// No command runs outside the sandbox: `excluded_commands` and
+    /// `allow_unsandboxed_commands` from other layers are ignored.
+    pub no_unsandboxed_commands: Option<bool>,
+}
+
+/// Reads one settings file; the error names the file, the line and the key, and suggests the
+/// key meant when one is misspelt.
+pub fn parse(path: &Path, text: &str) -> anyhow::Result<SettingsFile> {
+    toml::from_str(text).map_err(|e| {
+        let mut message = format!("{}: {}", path.display(), e.to_string().trim_end());
+        if let Some(hint) = did_you_mean(&e.to_string()) {
+            message.push_str(&format!("\n{hint}"));
+        }
+        anyhow::anyhow!(message)
+    })
+}
+
+/// From toml's "unknown field `x`, expected one of `a`, `b`": the closest expected name.
+fn did_you_mean(error: &str) -> Option<String> {
+    let rest = error.split("unknown field `").nth(1)?;
+    let (unknown, rest) = rest.split_once('`')?;
+    let expected = rest.split("expected").nth(1)?;
+    let best = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|k| (strsim::osa_distance(unknown, k), k))
+        .min()?;
+    (best.0 <= 3 || best.1.contains(unknown) || unknown.contains(best.1))
+        .then(|| format!("did you mean `{}`?", best.1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_misspelt_key_is_named_with_its_line_and_the_key_meant() {
+        let text = "[network]\nallow_domains = [\"a.com\"]\nalow_private_ips = true\n";
+        let e = parse(Path::new("/x/cordon.toml"), text)
+            .expect_err("unknown key")
+            .to_string();
+        assert!(e.starts_with("/x/cordon.toml: "), "{e}");
+        assert!(e.contains("line 3"), "{e}");
+        assert!(e.contains("did you mean `allow_private_ips`?"), "{e}");
+        let e = parse(Path::new("c.toml"), "[sandbx]\n")
+            .expect_err("table")
+            .to_string();
+        assert!(e.contains("did you mean `sandbox`?"), "{e}");
+        let e = parse(Path::new("c.toml"), "[limits]\nmemory = 5\n")
+            .expect_err("type")
+            .to_string();
+        assert!(e.contains("memory") && e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn every_key_reads() {
+        let text = r#"
+            [sandbox]
+            enabled = true
+            fail_if_unavailable = true
+            enabled_platforms = ["linux"]
+            excluded_commands = ["docker *"]
+            auto_allow_if_sandboxed = true
+            allow_unsandboxed_commands = false
+            [filesystem]
+            allow_write = ["~/.cache"]
+            deny_write = ["./.env"]
+            deny_read = ["~/.ssh"]
+            allow_read = ["~/.ssh/known_hosts"]
+            [network]
+            allow_domains = ["github.com"]
+            deny_domains = ["evil.com"]
+            allow_private_ips = false
+            allow_local_binding = true
+            allow_unix_sockets = ["/run/x.sock"]
+            upstream_proxy = "http://127.0.0.1:3128"
+            [env]
+            keep = ["GH_TOKEN"]
+            deny = ["MYCORP_*"]
+            [limits]
+            max_processes = 100
+            memory = "1G"
+            cpu_time = 60
+            cpus = 1.5
+            timeout = 30
+            [[ignore_violations]]
+            command = "npm *"
+            paths = ["~/.npm/_logs"]
+            [lock]
+            only_managed_domains = true
+            only_managed_read_paths = true
+            sandbox_required = true
+            no_unsandboxed_commands = true
+        "#;
+        let f = parse(Path::new("c.toml"), text).expect("parse");
+        assert_eq!(f.limits.expect("limits").cpus, Some(1.5));
+        assert_eq!(f.lock.expect("lock").sandbox_required, Some(true));
+    }
+}

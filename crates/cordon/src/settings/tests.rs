@@ -1,0 +1,235 @@
+use super::*;
+
+fn src(layer: Layer) -> Source {
+    Source {
+        layer,
+        file: (layer != Layer::Flags).then(|| PathBuf::from(format!("/{layer:?}.toml"))),
+    }
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn deny_lists_add_up_and_the_last_layer_to_speak_says_what_is_allowed() {
+    let managed = LayerValues {
+        allow_domains: Some(strings(&["corp.example"])),
+        deny_domains: strings(&["evil.example"]),
+        max_processes: Some(500),
+        ..Default::default()
+    };
+    let user = LayerValues {
+        allow_domains: Some(strings(&["github.com"])),
+        deny_domains: strings(&["worse.example"]),
+        deny_read: vec![PathBuf::from("/home/u/.ssh")],
+        ..Default::default()
+    };
+    let flags = LayerValues {
+        deny_read: vec![PathBuf::from("/home/u/.aws")],
+        ..Default::default()
+    };
+    let s = merge(
+        &[
+            (src(Layer::Managed), managed),
+            (src(Layer::User), user),
+            (src(Layer::Flags), flags),
+        ],
+        Locks::default(),
+        false,
+    );
+    let allowed = s.allow_domains.expect("set");
+    assert_eq!(allowed.value, ["github.com"], "replaced, not added to");
+    assert_eq!(allowed.from.layer, Layer::User);
+    let denied: Vec<(&str, Layer)> = s
+        .deny_domains
+        .iter()
+        .map(|d| (d.value.as_str(), d.from.layer))
+        .collect();
+    assert_eq!(
+        denied,
+        [
+            ("evil.example", Layer::Managed),
+            ("worse.example", Layer::User)
+        ]
+    );
+    assert_eq!(s.deny_read.len(), 2);
+    assert_eq!(s.max_processes.expect("kept").from.layer, Layer::Managed);
+    assert!(s.left_out.is_empty(), "{:?}", s.left_out);
+}
+
+#[test]
+fn an_untrusted_project_may_only_tighten() {
+    let user = LayerValues {
+        allow_domains: Some(strings(&["github.com"])),
+        max_processes: Some(1000),
+        ..Default::default()
+    };
+    let project = LayerValues {
+        allow_domains: Some(strings(&["attacker.example"])),
+        allow_write: Some(vec![PathBuf::from("/home/u")]),
+        enabled: Some(false),
+        allow_private_ips: Some(true),
+        upstream_proxy: Some("http://127.0.0.1:1".into()),
+        max_processes: Some(100_000),
+        timeout: Some(30.0),
+        deny_domains: strings(&["tracker.example"]),
+        ignore_violations: vec![IgnoreRule {
+            command: "*".into(),
+            paths: strings(&["/"]),
+        }],
+        ..Default::default()
+    };
+    let layers = [(src(Layer::User), user), (src(Layer::Project), project)];
+    let s = merge(&layers, Locks::default(), false);
+    assert_eq!(s.allow_domains.as_ref().expect("set").value, ["github.com"]);
+    assert!(s.allow_write.is_none());
+    assert!(s.enabled.is_none());
+    assert!(s.allow_private_ips.is_none());
+    assert!(s.upstream_proxy.is_none());
+    assert!(s.ignore_violations.is_empty());
+    assert_eq!(s.max_processes.as_ref().expect("kept").value, 1000);
+    // Tightening holds: a limit where none was, a deny.
+    assert_eq!(s.timeout.as_ref().expect("set").value, 30.0);
+    assert_eq!(s.deny_domains[0].value, "tracker.example");
+    for key in [
+        "network.allow_domains",
+        "filesystem.allow_write",
+        "sandbox.enabled",
+        "network.allow_private_ips",
+        "network.upstream_proxy",
+        "limits.max_processes",
+        "ignore_violations",
+    ] {
+        assert!(
+            s.left_out
+                .iter()
+                .any(|l| l.starts_with(key) && l.contains("--trust-project")),
+            "{key}: {:?}",
+            s.left_out
+        );
+    }
+    // Trusted, the same file widens.
+    let s = merge(&layers, Locks::default(), true);
+    assert_eq!(s.allow_domains.expect("set").value, ["attacker.example"]);
+    assert_eq!(s.max_processes.expect("set").value, 100_000);
+}
+
+#[test]
+fn managed_locks_hold_against_every_other_layer() {
+    let managed = LayerValues {
+        allow_domains: Some(strings(&["corp.example"])),
+        allow_read: Some(vec![PathBuf::from("/etc/corp")]),
+        excluded_commands: Some(strings(&["corp-tool"])),
+        ..Default::default()
+    };
+    let user = LayerValues {
+        allow_domains: Some(strings(&["github.com"])),
+        allow_read: Some(vec![PathBuf::from("/home/u/.ssh/id_rsa")]),
+        enabled: Some(false),
+        excluded_commands: Some(strings(&["docker *"])),
+        allow_unsandboxed_commands: Some(true),
+        ..Default::default()
+    };
+    let flags = LayerValues {
+        allow_domains: Some(strings(&["pypi.org"])),
+        ..Default::default()
+    };
+    let locks = Locks {
+        only_managed_domains: true,
+        only_managed_read_paths: true,
+        sandbox_required: true,
+        no_unsandboxed_commands: true,
+    };
+    let s = merge(
+        &[
+            (src(Layer::Managed), managed),
+            (src(Layer::User), user),
+            (src(Layer::Flags), flags),
+        ],
+        locks,
+        true,
+    );
+    assert_eq!(s.allow_domains.expect("set").value, ["corp.example"]);
+    assert_eq!(
+        s.allow_read.expect("set").value,
+        [PathBuf::from("/etc/corp")]
+    );
+    assert!(s.enabled.expect("forced").value);
+    assert_eq!(
+        s.excluded_commands.expect("managed's own").value,
+        ["corp-tool"]
+    );
+    assert!(s.allow_unsandboxed_commands.is_none());
+    for (key, lock) in [
+        ("network.allow_domains from user", "only_managed_domains"),
+        (
+            "network.allow_domains from command line",
+            "only_managed_domains",
+        ),
+        ("filesystem.allow_read from user", "only_managed_read_paths"),
+        ("sandbox.enabled from user", "sandbox_required"),
+        (
+            "sandbox.excluded_commands from user",
+            "no_unsandboxed_commands",
+        ),
+        (
+            "sandbox.allow_unsandboxed_commands from user",
+            "no_unsandboxed_commands",
+        ),
+    ] {
+        assert!(
+            s.left_out
+                .iter()
+                .any(|l| l.starts_with(key) && l.contains(lock)),
+            "{key}: {:?}",
+            s.left_out
+        );
+    }
+}
+
+#[test]
+fn files_are_found_read_and_their_mistakes_named() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let project = dir.path().join("proj");
+    let deep = project.join("src").join("deep");
+    std::fs::create_dir_all(&deep).expect("mkdir");
+    std::fs::create_dir_all(project.join(".cordon")).expect("mkdir");
+    let project_file = project.join(".cordon").join("cordon.toml");
+    std::fs::write(
+        &project_file,
+        "[filesystem]\ndeny_write = [\"secrets\", \"/abs\"]\n",
+    )
+    .expect("write");
+    let user_file = dir.path().join("user.toml");
+    std::fs::write(&user_file, "[filesystem]\nallow_write = [\"relative\"]\n").expect("write");
+    let places = Places {
+        managed: dir.path().join("absent.toml"),
+        user: Some(user_file.clone()),
+        project: Some(project_file.clone()),
+    };
+    let e = load(&places, LayerValues::default(), false)
+        .expect_err("relative user path")
+        .to_string();
+    assert!(
+        e.contains("user.toml") && e.contains("filesystem.allow_write") && e.contains("relative"),
+        "{e}"
+    );
+    std::fs::write(&user_file, "[lock]\nsandbox_required = true\n").expect("write");
+    let e = load(&places, LayerValues::default(), false)
+        .expect_err("lock outside managed")
+        .to_string();
+    assert!(e.contains("[lock] belongs in managed settings"), "{e}");
+    std::fs::write(&user_file, "[network]\nallow_domains = [\"bad domain\"]\n").expect("write");
+    let e = load(&places, LayerValues::default(), false)
+        .expect_err("bad rule")
+        .to_string();
+    assert!(e.contains("network.allow_domains"), "{e}");
+    std::fs::remove_file(&user_file).expect("rm");
+    let s = load(&places, LayerValues::default(), false).expect("load");
+    let deny: Vec<&Path> = s.deny_write.iter().map(|d| d.value.as_path()).collect();
+    assert_eq!(deny, [project.join("secrets").as_path(), Path::new("/abs")]);
+    // Found from a directory below the project.
+    let found = Places::from(&deep).project.expect("found");
+    assert_eq!(found, project_file);
+}
