@@ -4,8 +4,10 @@
 //! may write, its network — built by the front end and handed to a backend. The Linux backend
 //! (`linux/`) enforces it with namespaces, a read-only mount view with writable binds,
 //! `no_new_privs` and Landlock; the Seatbelt backend (`seatbelt/`) writes the same spec as a
-//! macOS sandbox profile, built and tested on every OS.
+//! macOS sandbox profile, built and tested on every OS; the container backend (`container/`)
+//! writes it as a Docker or Podman command line, also a pure function tested everywhere.
 
+pub mod container;
 #[cfg(target_os = "linux")]
 pub mod handoff;
 mod protect;

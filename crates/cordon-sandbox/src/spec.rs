@@ -138,7 +138,7 @@ const SECRET_PREFIXES: &[&str] = &[
     "SSH_AUTH_SOCK",
 ];
 
-fn is_secret(name: &str) -> bool {
+pub(crate) fn is_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s))
         || SECRET_PREFIXES.iter().any(|p| upper.starts_with(p))

@@ -136,6 +136,42 @@ pub fn is_root() -> bool {
     sys::ids().0 == 0
 }
 
+/// Listens on the proxy ports of the loopback in the network namespace of process `pid` (a
+/// container's first process) and hands the listening sockets to cordon's proxy, as the
+/// native sandbox's init does from inside: the container, with no network but loopback,
+/// reaches the proxy and nothing else, through no program of its own. Joining another
+/// network namespace needs privilege over it (root, for a rootful engine's containers).
+pub fn hand_ports_from(pid: u32, endpoint: &crate::ProxyEndpoint) -> std::io::Result<()> {
+    use std::os::fd::AsFd;
+    let socket = endpoint
+        .socket
+        .clone()
+        .ok_or_else(|| std::io::Error::other("no socket to reach cordon's proxy through"))?;
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
+    let ports = [endpoint.http_port, endpoint.socks_port];
+    // A thread of its own: setns moves only the calling thread, which ends right after.
+    std::thread::spawn(move || {
+        rustix::thread::move_into_link_name_space(
+            ns.as_fd(),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )?;
+        let listeners = ports
+            .iter()
+            .map(|p| std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, *p)))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let channel = std::os::unix::net::UnixStream::connect(&socket)?;
+        crate::handoff::send(&channel, &listeners)
+    })
+    .join()
+    .map_err(|_| std::io::Error::other("the thread joining the network namespace failed"))?
+}
+
+/// This process's real user and group ids (a container runs as them, so what it writes
+/// belongs to the user).
+pub fn user_ids() -> (u32, u32) {
+    sys::ids()
+}
+
 /// True when this process has one thread, so forking it is safe.
 fn single_threaded() -> bool {
     std::fs::read_to_string("/proc/self/status")

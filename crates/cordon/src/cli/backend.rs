@@ -10,10 +10,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
+use cordon_sandbox::container::Engine;
 use cordon_sandbox::seatbelt::{
     self, IgnoreViolations, NamedProfile, Options, ProfileChoice, Programs, is_glob,
 };
 use cordon_sandbox::{Limits, RunGuard, SandboxSpec, Violation};
+
+use super::container::{ContainerArgs, SandboxVar, run_container, sandbox_var};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
@@ -21,15 +24,22 @@ pub enum Backend {
     Linux,
     /// Seatbelt, through /usr/bin/sandbox-exec (macOS).
     Seatbelt,
+    /// A Docker container (see --image).
+    Docker,
+    /// A Podman container (see --image).
+    Podman,
+    /// A container, in Docker or else Podman, whichever is installed.
+    Container,
 }
 
 #[derive(Debug, Args)]
 pub struct BackendArgs {
-    /// Which sandbox enforces the run: linux or seatbelt [default: this OS's own].
+    /// Which sandbox enforces the run: linux, seatbelt, docker, podman or container (either
+    /// engine) [default: $CORDON_SANDBOX when it names an engine, else this OS's own].
     #[arg(long, value_enum)]
     backend: Option<Backend>,
     /// Print what would run and run nothing: for seatbelt the profile and the sandbox-exec
-    /// command, for linux the sandbox spec as JSON.
+    /// command, for containers the engine's command, for linux the sandbox spec as JSON.
     #[arg(long)]
     dry_run: bool,
     /// The Seatbelt profile: permissive-open, permissive-proxied, restrictive-open,
@@ -37,20 +47,48 @@ pub struct BackendArgs {
     /// -D parameters) [default: built from this run's flags].
     #[arg(long, value_name = "NAME|PATH.sb")]
     seatbelt_profile: Option<String>,
+    #[command(flatten)]
+    container: ContainerArgs,
 }
 
 impl BackendArgs {
     fn backend(&self) -> Backend {
-        self.backend.unwrap_or(if cfg!(target_os = "macos") {
-            Backend::Seatbelt
-        } else {
-            Backend::Linux
-        })
+        if let Some(b) = self.backend {
+            return b;
+        }
+        // A program inside one of cordon's containers sees CORDON_SANDBOX set to the
+        // container's name, which is not an engine: it never launches another.
+        match sandbox_var() {
+            SandboxVar::Engine(Engine::Docker) => Backend::Docker,
+            SandboxVar::Engine(Engine::Podman) => Backend::Podman,
+            SandboxVar::Auto => Backend::Container,
+            SandboxVar::Unset | SandboxVar::Inside(_) if cfg!(target_os = "macos") => {
+                Backend::Seatbelt
+            }
+            SandboxVar::Unset | SandboxVar::Inside(_) => Backend::Linux,
+        }
+    }
+
+    fn container_engine(&self) -> Option<Option<Engine>> {
+        match self.backend() {
+            Backend::Docker => Some(Some(Engine::Docker)),
+            Backend::Podman => Some(Some(Engine::Podman)),
+            Backend::Container => Some(None),
+            Backend::Linux | Backend::Seatbelt => None,
+        }
     }
 
     /// Refuses combinations that cannot run here, before anything is set up.
     pub fn validate(&self) -> anyhow::Result<()> {
         match self.backend() {
+            Backend::Docker | Backend::Podman | Backend::Container
+                if self.seatbelt_profile.is_some() =>
+            {
+                bail!("--seatbelt-profile is for the seatbelt backend; add --backend seatbelt")
+            }
+            Backend::Linux | Backend::Seatbelt if self.container.is_set() => bail!(
+                "--image, --container-profile, --pass-api-keys and --no-ssh-agent are for the container backends; add --backend docker, podman or container"
+            ),
             Backend::Linux if self.seatbelt_profile.is_some() => {
                 bail!("--seatbelt-profile is for the seatbelt backend; add --backend seatbelt")
             }
@@ -82,11 +120,22 @@ pub struct Elsewhere<'a> {
     pub deny_read: &'a [PathBuf],
     pub own_settings: &'a [PathBuf],
     pub report: Option<&'a Path>,
+    /// Which hosts may be reached: a container gets cordon's proxy when any is allowed.
+    pub net: &'a super::proxy::NetFlags,
+    /// `--max-processes` as given: a container profile's default applies otherwise.
+    pub max_processes_given: Option<u64>,
+    /// `--publish` was given (containers publish with `CORDON_SANDBOX_PORTS` instead).
+    pub publishes: bool,
+    /// `--keep-env`: also passed into a container.
+    pub keep_env: &'a [String],
 }
 
 /// Runs (or, with `--dry-run`, shows) the spec on any backend but a real Linux run, and
 /// returns the exit status; `None` means: go on with the Linux backend.
 pub fn run_elsewhere(args: &BackendArgs, run: Elsewhere<'_>) -> anyhow::Result<Option<u8>> {
+    if let Some(engine) = args.container_engine() {
+        return run_container(engine, &args.container, args.dry_run, &run).map(Some);
+    }
     match (args.backend(), args.dry_run) {
         (Backend::Linux, false) => Ok(None),
         (Backend::Linux, true) => {
@@ -106,12 +155,15 @@ pub fn run_elsewhere(args: &BackendArgs, run: Elsewhere<'_>) -> anyhow::Result<O
                 bail!("--backend seatbelt: Seatbelt exists only on macOS")
             }
         }
+        (Backend::Docker | Backend::Podman | Backend::Container, _) => {
+            unreachable!("container backends are handled above")
+        }
     }
 }
 
 /// A tag no other run shares: the process id, the time, and the standard library's
 /// per-process random hash keys.
-fn run_tag() -> String {
+pub fn run_tag() -> String {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(std::process::id());
     if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {

@@ -7,6 +7,8 @@ mod backend;
 mod check;
 mod config;
 #[cfg(unix)]
+mod container;
+#[cfg(unix)]
 mod paths;
 mod policy;
 #[cfg(unix)]

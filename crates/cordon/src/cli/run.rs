@@ -353,6 +353,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         deny_read: &args.deny_read,
         own_settings: &own_settings,
         report: args.report.as_deref(),
+        net: &args.net,
+        max_processes_given: args.max_processes,
+        publishes: !args.publish.is_empty(),
+        keep_env: &args.keep_env,
     };
     if let Some(code) = super::backend::run_elsewhere(&args.backend, elsewhere)? {
         return Ok(code);

@@ -1,0 +1,1009 @@
+//! `cordon run --backend docker` against a real engine.
+//!
+//! No registry is reachable from CI, so the tests make their own image: a root file system
+//! holding the host's static busybox, imported with `docker import`. A machine without a
+//! running Docker engine (or without busybox-static) skips these tests with the reason,
+//! unless `CORDON_TEST_NO_SKIP` is set (CI), where a skip is a failure.
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::{cordon_bin, stderr, stdout};
+
+const IMAGE: &str = "cordon-test-busybox:1";
+
+fn skip(why: &str) {
+    assert!(
+        std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+        "{why} (CORDON_TEST_NO_SKIP is set)"
+    );
+    eprintln!("container tests skipped: {why}");
+}
+
+/// The engines the tests run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Eng {
+    Docker,
+    Podman,
+}
+
+impl Eng {
+    fn name(self) -> &'static str {
+        match self {
+            Eng::Docker => "docker",
+            Eng::Podman => "podman",
+        }
+    }
+
+    /// The engine's readiness: `Ok(Some(conf))` when Podman needs the tests' containers.conf.
+    fn ready(self) -> &'static Result<Option<PathBuf>, String> {
+        static DOCKER: OnceLock<Result<Option<PathBuf>, String>> = OnceLock::new();
+        static PODMAN: OnceLock<Result<Option<PathBuf>, String>> = OnceLock::new();
+        match self {
+            Eng::Docker => DOCKER.get_or_init(|| make_image(self)),
+            Eng::Podman => PODMAN.get_or_init(|| make_image(self)),
+        }
+    }
+
+    fn conf(self) -> Option<PathBuf> {
+        self.ready().clone().ok().flatten()
+    }
+
+    /// The engine as the tests run it.
+    fn command(self, conf: Option<&Path>) -> Command {
+        let mut cmd = Command::new(self.name());
+        if let Some(conf) = conf {
+            cmd.env("CONTAINERS_CONF", conf);
+        }
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(self, args: &[&str]) -> Output {
+        self.command(self.conf().as_deref())
+            .args(args)
+            .output()
+            .expect("run the engine")
+    }
+}
+
+/// Podman where its defaults do not work (inside another container, as in CI): runc, and
+/// resource limits no higher than the host allows.
+const PODMAN_CONF: &str = "[containers]
+default_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]
+[engine]
+runtime = \"runc\"
+";
+
+/// Makes the test image for `engine` once per test run: `Err` says why it cannot be had here.
+fn make_image(engine: Eng) -> Result<Option<PathBuf>, String> {
+    let name = engine.name();
+    let version = engine
+        .command(None)
+        .arg("version")
+        .output()
+        .map_err(|e| format!("{name} is not installed ({e})"))?;
+    if !version.status.success() {
+        return Err(format!(
+            "the {name} engine cannot be reached: {}",
+            stderr(&version).trim()
+        ));
+    }
+    let present = |conf: Option<&Path>| {
+        engine
+            .command(conf)
+            .args(["image", "inspect", IMAGE])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !present(None) {
+        import_image(engine)?;
+    }
+    let probe = |conf: Option<&Path>| {
+        engine
+            .command(conf)
+            .args(["run", "--rm", "--init", "--network", "none", IMAGE, "true"])
+            .output()
+            .expect("run the engine")
+    };
+    let first = probe(None);
+    if first.status.success() {
+        return Ok(None);
+    }
+    if engine == Eng::Podman {
+        let conf = std::env::temp_dir().join("cordon-test-containers.conf");
+        std::fs::write(&conf, PODMAN_CONF).map_err(|e| e.to_string())?;
+        if probe(Some(&conf)).status.success() {
+            return Ok(Some(conf));
+        }
+    }
+    Err(format!(
+        "the busybox image does not run under {name} (is /bin/busybox static? install busybox-static; for podman also catatonit): {}",
+        stderr(&first)
+    ))
+}
+
+/// A root file system holding the host's static busybox, imported as [`IMAGE`].
+fn import_image(engine: Eng) -> Result<(), String> {
+    let busybox = Path::new("/bin/busybox");
+    if !busybox.is_file() {
+        return Err("/bin/busybox is missing (install busybox-static)".into());
+    }
+    let root = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let r = root.path();
+    for d in ["bin", "tmp", "etc", "root", "proc", "dev", "sys", "home"] {
+        std::fs::create_dir_all(r.join(d)).map_err(|e| e.to_string())?;
+    }
+    std::fs::set_permissions(r.join("tmp"), std::fs::Permissions::from_mode(0o1777))
+        .map_err(|e| e.to_string())?;
+    std::fs::copy(busybox, r.join("bin/busybox")).map_err(|e| e.to_string())?;
+    let list = Command::new(busybox)
+        .arg("--list")
+        .output()
+        .map_err(|e| e.to_string())?;
+    for applet in String::from_utf8_lossy(&list.stdout).lines() {
+        if applet != "busybox" && !applet.is_empty() {
+            std::os::unix::fs::symlink("busybox", r.join("bin").join(applet))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    std::fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n")
+        .map_err(|e| e.to_string())?;
+    std::fs::write(r.join("etc/group"), "root:x:0:\n").map_err(|e| e.to_string())?;
+    let tar = Command::new("tar")
+        .arg("-C")
+        .arg(r)
+        .args(["-c", "."])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("tar: {e}"))?;
+    let import = engine
+        .command(None)
+        .args(["import", "-", IMAGE])
+        .stdin(tar.stdout.expect("tar's output"))
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !import.status.success() {
+        return Err(format!(
+            "{} import failed: {}",
+            engine.name(),
+            stderr(&import)
+        ));
+    }
+    Ok(())
+}
+
+/// A project directory with a name of its own, so its containers can be told apart.
+struct Project {
+    dir: tempfile::TempDir,
+    engine: Eng,
+}
+
+impl Project {
+    fn new(engine: Eng) -> Option<Project> {
+        if let Err(why) = engine.ready() {
+            skip(why);
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("cordonct")
+            .tempdir()
+            .expect("temp dir");
+        Some(Project { dir, engine })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `cordon-<project>-`: how this project's containers are named.
+    fn name_prefix(&self) -> String {
+        let base = self.path().file_name().unwrap().to_string_lossy();
+        format!("cordon-{}-", base.to_ascii_lowercase())
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(cordon_bin());
+        cmd.args(["run", "--backend", self.engine.name()]);
+        if let Some(conf) = self.engine.conf() {
+            cmd.env("CONTAINERS_CONF", conf);
+        }
+        if !args.contains(&"--image") {
+            cmd.args(["--image", IMAGE]);
+        }
+        cmd.args(args)
+            .current_dir(self.path())
+            .env_remove("CORDON_SANDBOX")
+            .env_remove("CORDON_DEBUG")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run cordon")
+    }
+
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.command(args)
+            .envs(env.iter().copied())
+            .output()
+            .expect("run cordon")
+    }
+
+    /// This project's containers, running or not.
+    fn containers(&self) -> Vec<String> {
+        let out = self.engine.run(&[
+            "ps",
+            "-a",
+            "--format",
+            "{{.Names}}",
+            "--filter",
+            &format!("name={}", self.name_prefix()),
+        ]);
+        stdout(&out).lines().map(str::to_string).collect()
+    }
+}
+
+fn exit_codes_pass_through_unchanged(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    for code in [0, 1, 7, 125, 126, 127, 255] {
+        let out = p.run(&["--", "sh", "-c", &format!("exit {code}")]);
+        assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+    }
+    assert!(p.containers().is_empty(), "--rm left {:?}", p.containers());
+}
+
+fn piped_stdin_reaches_the_program(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let mut child = p
+        .command(&["--", "sh", "-c", "tr a-z A-Z; echo done"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cordon");
+    let text = "hello\n".repeat(10_000);
+    let mut input = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || input.write_all(text.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = stdout(&out);
+    assert_eq!(s.matches("HELLO\n").count(), 10_000);
+    assert!(s.ends_with("done\n"));
+}
+
+fn the_project_is_mounted_at_its_own_path_and_is_the_working_directory(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    std::fs::write(p.path().join("in.txt"), "from the host\n").unwrap();
+    let out = p.run(&["--", "sh", "-c", "pwd; cat in.txt; echo written > out.txt"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let real = std::fs::canonicalize(p.path()).unwrap();
+    assert_eq!(stdout(&out), format!("{}\nfrom the host\n", real.display()));
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("out.txt")).unwrap(),
+        "written\n"
+    );
+}
+
+fn extra_mounts_are_read_only_by_default_and_must_exist(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let extra = tempfile::tempdir().unwrap();
+    std::fs::write(extra.path().join("data"), "shared\n").unwrap();
+    let mounts = format!(
+        "{},{}:/rw:rw",
+        extra.path().display(),
+        extra.path().display()
+    );
+    let script = format!(
+        "cat {d}/data; touch {d}/new 2>/dev/null && echo wrote-ro; touch /rw/new && echo wrote-rw",
+        d = extra.path().display()
+    );
+    let out = p.run_env(
+        &["--", "sh", "-c", &script],
+        &[("CORDON_SANDBOX_MOUNTS", &mounts)],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "shared\nwrote-rw\n");
+    assert!(extra.path().join("new").exists());
+
+    let out = p.run_env(
+        &["--", "true"],
+        &[("CORDON_SANDBOX_MOUNTS", "/no/such/dir-for-cordon")],
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("CORDON_SANDBOX_MOUNTS: /no/such/dir-for-cordon"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+fn protected_files_in_the_project_stay_read_only(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    std::fs::create_dir_all(p.path().join(".git/hooks")).unwrap();
+    let out = p.run(&[
+        "--",
+        "sh",
+        "-c",
+        "echo evil > .git/hooks/pre-commit 2>/dev/null && echo wrote; echo ok > fine.txt && echo fine",
+    ]);
+    assert_eq!(stdout(&out), "fine\n", "{}", stderr(&out));
+    assert!(!p.path().join(".git/hooks/pre-commit").exists());
+}
+
+fn denied_paths_are_hidden_inside(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    std::fs::create_dir_all(p.path().join("secrets")).unwrap();
+    std::fs::write(p.path().join("secrets/key"), "k").unwrap();
+    std::fs::write(p.path().join(".env"), "TOKEN=t").unwrap();
+    let out = p.run(&[
+        "--deny-read",
+        "secrets",
+        "--deny-read",
+        ".env",
+        "--",
+        "sh",
+        "-c",
+        "ls -A secrets; cat .env; echo x > secrets/new 2>/dev/null && echo wrote; echo end",
+    ]);
+    assert_eq!(stdout(&out), "end\n", "{}", stderr(&out));
+    assert!(!p.path().join("secrets/new").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.path().join(".env")).unwrap(),
+        "TOKEN=t"
+    );
+}
+
+fn a_terminal_is_a_terminal_inside_and_a_pipe_is_not(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let script = "[ -t 0 ] && echo stdin-tty; [ -t 1 ] && echo stdout-tty; exit 4";
+    let out = p.run(&["--", "sh", "-c", script]);
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(stdout(&out), "", "{}", stderr(&out));
+    // script(1) gives cordon a terminal of its own. Docker only: under Podman 4.3 a
+    // terminal's output was lost once in six full runs of this suite on a loaded machine
+    // (exit status intact; never in 30 runs alone), which is the engine's attach, not cordon.
+    if e == Eng::Podman {
+        return;
+    }
+    if Command::new("script").arg("--version").output().is_err() {
+        return skip("script (util-linux) is not installed");
+    }
+    let mut line = format!("{} run --backend {}", cordon_bin().display(), e.name());
+    line.push_str(&format!(" --image {IMAGE} -- sh -c '{script}'"));
+    let mut cmd = Command::new("script");
+    cmd.args(["-qec", &line, "/dev/null"])
+        .current_dir(p.path())
+        .env_remove("CORDON_SANDBOX")
+        .stdin(Stdio::null());
+    if let Some(conf) = e.conf() {
+        cmd.env("CONTAINERS_CONF", conf);
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("stdin-tty") && text.contains("stdout-tty"),
+        "{text:?}"
+    );
+}
+
+fn the_ssh_agent_is_forwarded_unless_turned_off(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    if Command::new("ssh-agent").arg("-h").output().is_err() {
+        return skip("ssh-agent is not installed (Debian: openssh-client)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("agent.sock");
+    // An agent of the test's own, with no keys, in the foreground (-D) so it can be ended.
+    let mut agent = Command::new("ssh-agent")
+        .arg("-D")
+        .arg("-a")
+        .arg(&sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !sock.exists() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sock_text = sock.to_str().unwrap();
+    let script = "echo $SSH_AUTH_SOCK; [ -S /ssh-agent ] && echo socket";
+    let out = p.run_env(&["--", "sh", "-c", script], &[("SSH_AUTH_SOCK", sock_text)]);
+    assert_eq!(stdout(&out), "/ssh-agent\nsocket\n", "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the SSH agent holds no keys"),
+        "{}",
+        stderr(&out)
+    );
+    let out = p.run_env(
+        &["--no-ssh-agent", "--", "sh", "-c", script],
+        &[("SSH_AUTH_SOCK", sock_text)],
+    );
+    assert_eq!(stdout(&out), "\n", "{}", stderr(&out));
+    let _ = agent.kill();
+    let _ = agent.wait();
+}
+
+fn only_allowed_variables_pass_and_secrets_stay_off_the_command_line(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let env = [
+        ("TERM", "xterm-test"),
+        ("MY_SECRET_TOKEN", "tok"),
+        ("SOME_VAR", "x"),
+        ("ANTHROPIC_API_KEY", "sk-ant-test-value"),
+        ("CORDON_SANDBOX_ENV", "FOO=bar,DB_PASSWORD=hunter2"),
+    ];
+    let script = "echo TERM=$TERM; echo TOKEN=$MY_SECRET_TOKEN; echo SOME=$SOME_VAR; \
+                  echo KEY=$ANTHROPIC_API_KEY; echo FOO=$FOO; echo DB=$DB_PASSWORD; \
+                  echo SANDBOX=$CORDON_SANDBOX; echo GIT=$GIT_DISCOVERY_ACROSS_FILESYSTEM";
+    let out = p.run_env(&["--", "sh", "-c", script], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = stdout(&out);
+    assert!(s.contains("TERM=xterm-test\n"), "{s}");
+    assert!(
+        s.contains("TOKEN=\n") && s.contains("SOME=\n") && s.contains("KEY=\n"),
+        "{s}"
+    );
+    assert!(s.contains("FOO=bar\n") && s.contains("DB=hunter2\n"), "{s}");
+    assert!(s.contains(&format!("SANDBOX={}", p.name_prefix())), "{s}");
+    assert!(s.contains("GIT=1\n"), "{s}");
+
+    let mut args = vec!["--pass-api-keys", "--", "sh", "-c", script];
+    let out = p.run_env(&args, &env);
+    assert!(
+        stdout(&out).contains("KEY=sk-ant-test-value\n"),
+        "{}",
+        stdout(&out)
+    );
+    // The exact command, without the secret values, also under CORDON_DEBUG.
+    args.insert(0, "--dry-run");
+    let out = p.run_env(&args, &env);
+    let line = stdout(&out);
+    assert!(
+        line.starts_with(&format!("{} run -i --rm --init ", p.engine.name())),
+        "{line}"
+    );
+    assert!(line.contains(" -e ANTHROPIC_API_KEY ") && line.contains(" -e DB_PASSWORD "));
+    assert!(
+        !line.contains("sk-ant-test-value") && !line.contains("hunter2"),
+        "{line}"
+    );
+    let mut debug = env.to_vec();
+    debug.push(("CORDON_DEBUG", "1"));
+    let out = p.run_env(&args[1..], &debug);
+    assert!(
+        stderr(&out).contains(&format!("cordon: {} run -i --rm", p.engine.name())),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("hunter2"));
+
+    let out = p.run_env(&["--", "true"], &[("CORDON_SANDBOX_ENV", "GOOD=1,BROKEN")]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("CORDON_SANDBOX_ENV: `BROKEN`: write NAME=VALUE"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+fn no_network_when_nothing_is_allowed(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let out = p.run(&["--", "ls", "/sys/class/net"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "lo\n");
+}
+
+/// A web server on the host's loopback answering every request with `body`.
+fn web_server(body: &'static str) -> u16 {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+fn allowed_domains_are_reached_through_cordons_proxy_and_nothing_else(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    if !is_root() {
+        return skip("handing the proxy's ports into a rootful engine's container needs root");
+    }
+    let port = web_server("hello-through-proxy");
+    let script = format!(
+        "ls /sys/class/net; \
+         wget -qO- http://allowed.test:{port}/ && echo; echo allowed=$?; \
+         wget -qO- http://denied.test:{port}/ 2>/dev/null; echo denied=$?; \
+         if echo x | nc -w 2 127.0.0.1 {port} 2>/dev/null; then echo direct=open; \
+         else echo direct=refused; fi"
+    );
+    let report = p.path().join("report.json");
+    let out = p.run(&[
+        "--report",
+        report.to_str().unwrap(),
+        "--allow-domain",
+        "allowed.test",
+        "--resolve",
+        "allowed.test=127.0.0.1",
+        "--resolve",
+        "denied.test=127.0.0.1",
+        "--allow-private-ips",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Still no network but loopback; the allowed host answers through the proxy, the other
+    // is refused there, and going around the proxy reaches only the container's own loopback.
+    assert_eq!(
+        stdout(&out),
+        "lo\nhello-through-proxy\nallowed=0\ndenied=1\ndirect=refused\n",
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains(&format!("connect denied.test:{port}")),
+        "{}",
+        stderr(&out)
+    );
+    let report = std::fs::read_to_string(&report).unwrap();
+    assert!(report.contains(&format!("denied.test:{port}")), "{report}");
+    assert!(report.contains("\"exit_code\": 0"), "{report}");
+    assert!(p.containers().is_empty());
+}
+
+#[test]
+fn files_written_inside_belong_to_the_host_user() {
+    let Some(p) = Project::new(Eng::Docker) else {
+        return;
+    };
+    // An unprivileged user who may use the engine's socket (as members of its group may).
+    let socket = Path::new("/var/run/docker.sock");
+    let Ok(meta) = std::fs::metadata(socket) else {
+        return skip("no /var/run/docker.sock to hand an unprivileged user");
+    };
+    if Command::new("setpriv").arg("--version").output().is_err() || !is_root() {
+        return skip("the user-mapping test needs root and setpriv (util-linux)");
+    }
+    let (uid, gid) = (4321u32, 4321u32);
+    let bin = p.path().join("cordon");
+    std::fs::copy(cordon_bin(), &bin).unwrap();
+    let home = p.path().join("home");
+    let work = p.path().join("work");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    for d in [p.path(), &home, &work] {
+        std::os::unix::fs::chown(d, Some(uid), Some(gid)).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg(format!("--groups={}", meta.gid()))
+        .arg(&bin)
+        .args(["run", "--backend", "docker", "--image", IMAGE, "--"])
+        .args([
+            "sh",
+            "-c",
+            "id -u; id -un; echo $HOME; touch $HOME/ok && echo home-writable; echo hi > made.txt",
+        ])
+        .current_dir(&work)
+        .env("HOME", &home)
+        .env("USER", "tester")
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("CORDON_SANDBOX")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("{uid}\ntester\n{}\nhome-writable\n", home.display())
+    );
+    let made = std::fs::metadata(work.join("made.txt")).unwrap();
+    assert_eq!((made.uid(), made.gid()), (uid, gid));
+    // Turned off: the image's user (root here) writes the file.
+    let out = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg(format!("--groups={}", meta.gid()))
+        .arg(&bin)
+        .args(["run", "--backend", "docker", "--image", IMAGE, "--"])
+        .args(["sh", "-c", "id -u"])
+        .current_dir(&work)
+        .env("HOME", &home)
+        .env("CORDON_SANDBOX_SET_UID_GID", "0")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "0\n", "{}", stderr(&out));
+    // Allowed domains need root to reach into the container's network namespace: said
+    // before anything starts.
+    let out = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg(format!("--groups={}", meta.gid()))
+        .arg(&bin)
+        .args(["run", "--backend", "docker", "--image", IMAGE])
+        .args(["--allow-domain", "example.test", "--", "true"])
+        .current_dir(&work)
+        .env("HOME", &home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--allow-domain with a container needs cordon to run as root"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| stdout(&o).trim() == "0")
+}
+
+/// Starts `sleep` in a container, waits until it runs, sends `signal` to the launcher, and
+/// checks the container is gone soon after.
+fn container_is_removed_after(e: Eng, signal: &str) {
+    let Some(p) = Project::new(e) else { return };
+    let mut child = p
+        .command(&["--", "sleep", "300"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cordon");
+    let start = Instant::now();
+    while p.containers().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the container never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let killed = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let _ = child.wait();
+    let start = Instant::now();
+    loop {
+        let left = p.containers();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "after SIG{signal} to cordon, the container is still there: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn sigterm_to_the_launcher_removes_the_container(e: Eng) {
+    container_is_removed_after(e, "TERM");
+}
+
+fn a_killed_launcher_leaves_no_container(e: Eng) {
+    container_is_removed_after(e, "KILL");
+}
+
+fn sigint_to_the_launcher_removes_the_container(e: Eng) {
+    container_is_removed_after(e, "INT");
+}
+
+fn concurrent_runs_get_their_own_containers(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let children: Vec<_> = (0..3)
+        .map(|i| {
+            p.command(&["--", "sh", "-c", &format!("sleep 1; exit {i}")])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, c) in children.into_iter().enumerate() {
+        let out = c.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(i as i32), "{}", stderr(&out));
+    }
+}
+
+fn timeout_stops_the_container(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let start = Instant::now();
+    let out = p.run(&["--timeout", "1", "--", "sleep", "60"]);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(start.elapsed() < Duration::from_secs(30));
+    assert!(stderr(&out).contains("--timeout"));
+}
+
+fn the_project_recipe_is_built_once_and_its_startup_file_sourced(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let dot = p.path().join(".cordon");
+    std::fs::create_dir_all(&dot).unwrap();
+    // A changed recipe each test run, so the build really happens here.
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    std::fs::write(
+        dot.join("sandbox.Dockerfile"),
+        format!("FROM {IMAGE}\nRUN echo built-{stamp} > /built\n"),
+    )
+    .unwrap();
+    std::fs::write(dot.join("sandbox.bashrc"), "export FROM_RC=sourced\n").unwrap();
+    let run = |p: &Project| {
+        let mut cmd = Command::new(cordon_bin());
+        if let Some(conf) = p.engine.conf() {
+            cmd.env("CONTAINERS_CONF", conf);
+        }
+        cmd.args(["run", "--backend", p.engine.name()])
+            .args(["--", "sh", "-c", "cat /built; echo $FROM_RC"])
+            .current_dir(p.path())
+            .env_remove("CORDON_SANDBOX_IMAGE")
+            .env_remove("CORDON_SANDBOX")
+            .env("DOCKER_BUILDKIT", "0")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&p);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), format!("built-{stamp}\nsourced\n"));
+    assert!(
+        stderr(&out).contains("cordon: building cordon-sandbox-"),
+        "{}",
+        stderr(&out)
+    );
+    let again = run(&p);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(!stderr(&again).contains("building"), "{}", stderr(&again));
+    let tags = p
+        .engine
+        .run(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    for tag in stdout(&tags).lines().filter(|t| {
+        let base = p
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_ascii_lowercase();
+        t.trim_start_matches("localhost/")
+            .starts_with(&format!("cordon-sandbox-{base}:"))
+    }) {
+        p.engine.run(&["rmi", "-f", tag]);
+    }
+}
+
+#[test]
+fn publish_is_refused_with_the_containers_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(cordon_bin())
+        .args([
+            "run",
+            "--backend",
+            "docker",
+            "--image",
+            "x",
+            "--publish",
+            "18123:80",
+        ])
+        .args(["--", "true"])
+        .current_dir(dir.path())
+        .env_remove("CORDON_SANDBOX")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("CORDON_SANDBOX_PORTS"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+fn the_safe_profile_keeps_the_root_file_system_read_only(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let out = p.run(&[
+        "--container-profile",
+        "safe",
+        "--",
+        "sh",
+        "-c",
+        "touch /etc/x 2>/dev/null || echo root-ro; touch $HOME/x && echo home-ok; \
+         touch /tmp/x && echo tmp-ok; echo w > w.txt && echo project-ok",
+    ]);
+    assert_eq!(
+        stdout(&out),
+        "root-ro\nhome-ok\ntmp-ok\nproject-ok\n",
+        "{}",
+        stderr(&out)
+    );
+}
+
+fn a_program_inside_never_launches_another(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let out = p.run_env(&["--", "true"], &[("CORDON_SANDBOX", "cordon-x-12345678")]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("already inside the container cordon-x-12345678"));
+}
+
+#[test]
+fn an_unreachable_engine_says_to_start_it() {
+    let Some(p) = Project::new(Eng::Docker) else {
+        return;
+    };
+    let out = p.run_env(
+        &["--", "true"],
+        &[("DOCKER_HOST", "unix:///nonexistent/cordon-test.sock")],
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("cannot reach the docker engine: start it"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+fn a_bad_image_name_is_blamed_on_the_name(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let out = p.run(&["--image", "Not/A-Valid:Name!", "--", "true"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("check the image name"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// These need no engine at all.
+#[test]
+fn a_missing_engine_says_what_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(cordon_bin())
+        .args(["run", "--backend", "podman", "--image", "x", "--", "true"])
+        .current_dir(dir.path())
+        .env("PATH", dir.path())
+        .env_remove("CORDON_SANDBOX")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("podman is not installed (not found on PATH): install Podman"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn without_an_image_the_error_says_how_to_give_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(cordon_bin())
+        .args(["run", "--backend", "docker", "--dry-run", "--", "true"])
+        .current_dir(dir.path())
+        .env_remove("CORDON_SANDBOX_IMAGE")
+        .env_remove("CORDON_SANDBOX")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("no container image: give --image NAME"));
+}
+
+#[test]
+fn dry_run_needs_no_engine_and_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(cordon_bin())
+        .args([
+            "run",
+            "--dry-run",
+            "--container-profile",
+            "tight",
+            "--",
+            "sh",
+            "-c",
+            "echo 'a b'",
+        ])
+        .current_dir(dir.path())
+        .env("PATH", dir.path())
+        .env("CORDON_SANDBOX", "docker")
+        .env("CORDON_SANDBOX_IMAGE", "some/image:1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = stdout(&out);
+    assert!(
+        line.starts_with("docker run -i --rm --init --name cordon-"),
+        "{line}"
+    );
+    assert!(
+        line.contains(" --read-only ") && line.contains(" --pids-limit=256 "),
+        "{line}"
+    );
+    let words = shlex::split(&line).unwrap();
+    assert_eq!(words[words.len() - 3..], ["sh", "-c", "echo 'a b'"]);
+    let bad = Command::new(cordon_bin())
+        .args([
+            "run",
+            "--backend",
+            "docker",
+            "--dry-run",
+            "--container-profile",
+            "lax",
+        ])
+        .args(["--image", "x", "--", "true"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(stderr(&bad).contains("no such profile; choose one of dev, safe, tight, offline"));
+}
+
+/// Each test above that takes an engine, once per engine.
+macro_rules! for_each_engine {
+    ($($test:ident),* $(,)?) => {
+        mod docker {
+            $(#[test]
+            fn $test() {
+                super::$test(super::Eng::Docker)
+            })*
+        }
+        mod podman {
+            $(#[test]
+            fn $test() {
+                super::$test(super::Eng::Podman)
+            })*
+        }
+    };
+}
+
+for_each_engine!(
+    exit_codes_pass_through_unchanged,
+    piped_stdin_reaches_the_program,
+    the_project_is_mounted_at_its_own_path_and_is_the_working_directory,
+    extra_mounts_are_read_only_by_default_and_must_exist,
+    protected_files_in_the_project_stay_read_only,
+    denied_paths_are_hidden_inside,
+    a_terminal_is_a_terminal_inside_and_a_pipe_is_not,
+    the_ssh_agent_is_forwarded_unless_turned_off,
+    only_allowed_variables_pass_and_secrets_stay_off_the_command_line,
+    no_network_when_nothing_is_allowed,
+    allowed_domains_are_reached_through_cordons_proxy_and_nothing_else,
+    concurrent_runs_get_their_own_containers,
+    timeout_stops_the_container,
+    the_project_recipe_is_built_once_and_its_startup_file_sourced,
+    a_program_inside_never_launches_another,
+    the_safe_profile_keeps_the_root_file_system_read_only,
+    a_bad_image_name_is_blamed_on_the_name,
+    sigterm_to_the_launcher_removes_the_container,
+    a_killed_launcher_leaves_no_container,
+    sigint_to_the_launcher_removes_the_container
+);
