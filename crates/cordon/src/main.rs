@@ -31,6 +31,10 @@ fn main() -> ExitCode {
         }
     }
     let args = cli::Cli::parse();
+    #[cfg(target_os = "linux")]
+    if args.only_prints() {
+        cordon_sandbox::linux::end_quietly_on_closed_output();
+    }
     match cli::run(args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

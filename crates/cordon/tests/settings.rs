@@ -381,3 +381,38 @@ fn tool_settings_in_cordon_toml_reach_the_policy() {
     let v = check("ls", &["--exclude-tool=run_shell_command(wget)"]);
     assert_ne!(v["decision"], "deny", "{v}");
 }
+
+#[test]
+fn the_schema_completions_and_man_page_come_from_the_definitions() {
+    let run = |args: &[&str]| {
+        let o = Command::new(common::cordon_bin())
+            .args(args)
+            .output()
+            .expect("cordon");
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let schema = run(&["config", "schema"]);
+    let committed = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cordon.schema.json"),
+    )
+    .expect("docs/cordon.schema.json");
+    assert_eq!(
+        schema, committed,
+        "docs/cordon.schema.json is stale: cordon config schema > docs/cordon.schema.json"
+    );
+    let v: serde_json::Value = serde_json::from_str(&schema).expect("JSON");
+    assert_eq!(v["additionalProperties"], false, "unknown keys are refused");
+    assert!(v["properties"]["network"].is_object(), "{v}");
+    assert!(run(&["completions", "bash"]).contains("cordon__subcmd__run"));
+    assert!(run(&["completions", "zsh"]).starts_with("#compdef cordon"));
+    let man = run(&["man"]);
+    assert!(man.contains(".TH cordon 1"), "{man}");
+    assert!(man.contains("import"), "subcommands are listed");
+    let o = Command::new(common::cordon_bin())
+        .args(["completions", "tcsh"])
+        .output()
+        .expect("cordon");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("possible values"), "{}", stderr(&o));
+}

@@ -120,6 +120,13 @@ pub fn pass_fds(cmd: &mut Command, pairs: &[(i32, i32)]) {
     sys::install_fds(cmd, pairs);
 }
 
+/// For commands that only print: end quietly when the reader goes away (`cordon … | head`)
+/// instead of failing on every write. Not for the proxy or a run, whose sockets and pipes
+/// must be able to close under them.
+pub fn end_quietly_on_closed_output() {
+    sys::default_sigpipe();
+}
+
 /// Asks the kernel to kill this process when the one that started it ends.
 pub fn die_with_parent() -> std::io::Result<()> {
     sys::die_with_parent(libc::SIGKILL)

@@ -143,6 +143,15 @@ pub fn die_with_parent(signal: libc::c_int) -> io::Result<()> {
         .map(drop)
 }
 
+/// Restores the default action of SIGPIPE (Rust's runtime ignores it), so that a process
+/// writing to a closed pipe ends quietly, as `cat` does under `| head`.
+pub fn default_sigpipe() {
+    // SAFETY: signal() with SIG_DFL installs no handler; it only changes the disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 pub fn set_no_new_privs() -> io::Result<()> {
     // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)

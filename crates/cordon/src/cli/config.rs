@@ -22,6 +22,8 @@ pub enum ConfigCommand {
         #[arg(long, value_name = "FILE")]
         settings: Option<std::path::PathBuf>,
     },
+    /// Print the JSON Schema of cordon.toml, for editors.
+    Schema,
 }
 
 /// Each merged field under the name it has in `cordon.toml`.
@@ -75,6 +77,13 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<u8> {
             } else {
                 print!("{}", show(&s, &places, trust_project)?);
             }
+            Ok(0)
+        }
+        ConfigCommand::Schema => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&settings::file::schema())?
+            );
             Ok(0)
         }
     }

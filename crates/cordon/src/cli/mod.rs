@@ -52,6 +52,12 @@ enum Command {
         /// The settings file to read.
         file: PathBuf,
     },
+    /// Print a completion script for a shell: bash, zsh, fish, elvish or powershell
+    /// (e.g. `cordon completions bash > /etc/bash_completion.d/cordon`).
+    Completions { shell: clap_complete::Shell },
+    /// Print cordon's man page (roff), generated from these same definitions
+    /// (e.g. `cordon man > /usr/local/share/man/man1/cordon.1`).
+    Man,
     /// Run a command in the sandbox: it reads what it needs, writes only the working
     /// directory, its private /tmp and allowed paths, sees no other processes, has no network
     /// but loopback, and holds no privileges.
@@ -142,12 +148,38 @@ pub struct CallFlags {
     annotations: Option<String>,
 }
 
+impl Cli {
+    /// Whether this command only prints what it was asked for, so may simply end when its
+    /// reader goes away. Commands that hold sockets or run others may not.
+    pub fn only_prints(&self) -> bool {
+        matches!(
+            self.command,
+            Command::Check(_)
+                | Command::Policy(_)
+                | Command::Config(_)
+                | Command::Import { .. }
+                | Command::Completions { .. }
+                | Command::Man
+        )
+    }
+}
+
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Policy(cmd) => policy::run(cmd),
         Command::Config(cmd) => config::run(cmd),
         Command::Import { file } => config::import(&file),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "cordon", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
+            Ok(0)
+        }
         #[cfg(unix)]
         Command::Run(args) => run::run(*args),
         #[cfg(target_os = "linux")]

@@ -2,10 +2,15 @@
 
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    title = "cordon.toml",
+    description = "cordon's settings: managed (/etc/cordon), user (~/.config/cordon), project (.cordon)"
+)]
 pub struct SettingsFile {
     pub sandbox: Option<SandboxTable>,
     pub filesystem: Option<FilesystemTable>,
@@ -18,7 +23,7 @@ pub struct SettingsFile {
     pub lock: Option<LockTable>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxTable {
     pub enabled: Option<bool>,
@@ -29,7 +34,7 @@ pub struct SandboxTable {
     pub allow_unsandboxed_commands: Option<bool>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FilesystemTable {
     pub allow_write: Option<Vec<String>>,
@@ -38,7 +43,7 @@ pub struct FilesystemTable {
     pub allow_read: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkTable {
     pub allow_domains: Option<Vec<String>>,
@@ -49,14 +54,14 @@ pub struct NetworkTable {
     pub upstream_proxy: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvTable {
     pub keep: Option<Vec<String>>,
     pub deny: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsTable {
     pub max_processes: Option<u64>,
@@ -68,7 +73,7 @@ pub struct LimitsTable {
 }
 
 /// Tool settings for the policy, as Gemini CLI's `tools.allowed` and `tools.exclude`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyTable {
     /// Allowed without asking: a tool name, or `run_shell_command(command prefix)`.
@@ -78,7 +83,7 @@ pub struct PolicyTable {
 }
 
 /// Paths a command's own failures touch that are not worth reporting (`npm` writing its logs).
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IgnoreRule {
     /// A command pattern: `npm *`, or `*` for every command.
@@ -86,7 +91,7 @@ pub struct IgnoreRule {
     pub paths: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LockTable {
     /// Only the managed `network.allow_domains` count.
@@ -125,6 +130,11 @@ fn did_you_mean(error: &str) -> Option<String> {
         .min()?;
     (best.0 <= 3 || best.1.contains(unknown) || unknown.contains(best.1))
         .then(|| format!("did you mean `{}`?", best.1))
+}
+
+/// The JSON Schema of `cordon.toml`, for editors (Taplo, Even Better TOML).
+pub fn schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(SettingsFile)).unwrap_or_default()
 }
 
 #[cfg(test)]
