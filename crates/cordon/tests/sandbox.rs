@@ -33,6 +33,28 @@ fn the_working_directory_and_tmp_are_writable() {
 }
 
 #[test]
+fn the_working_directory_itself_can_be_made_read_only() {
+    for mode in [common::Mode::Namespaces, common::Mode::LandlockOnly] {
+        let Some(sb) = Sandbox::with_mode(mode) else {
+            return;
+        };
+        std::fs::write(sb.ws.join("kept"), "original").expect("write");
+        let o = sb.run(&[
+            "--deny-write=.",
+            "-c",
+            "echo changed > kept; touch planted; echo done",
+        ]);
+        assert!(stdout(&o).contains("done"), "{mode:?}: {}", stderr(&o));
+        assert_eq!(
+            std::fs::read_to_string(sb.ws.join("kept")).expect("read"),
+            "original",
+            "{mode:?}"
+        );
+        assert!(!sb.ws.join("planted").exists(), "{mode:?}");
+    }
+}
+
+#[test]
 fn inside_there_is_only_loopback_and_a_minimal_dev() {
     let Some(sb) = Sandbox::new() else { return };
     let o = sb.sh("grep -c ':' /proc/net/dev; ls /dev");

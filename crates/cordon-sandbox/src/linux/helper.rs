@@ -500,9 +500,10 @@ fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), 
     let roots: Vec<&PathBuf> = std::iter::once(&spec.cwd).chain(&spec.writable).collect();
     let mut pinned: Vec<PathBuf> = Vec::new();
     for path in &spec.read_only {
+        // A writable root made read-only whole is a mount point already; nothing between.
         let Some(root) = roots
             .iter()
-            .filter(|r| path.starts_with(r))
+            .filter(|r| path.starts_with(r) && path != **r)
             .max_by_key(|r| r.as_os_str().len())
         else {
             continue;
