@@ -416,3 +416,42 @@ fn the_schema_completions_and_man_page_come_from_the_definitions() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("possible values"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_profile_applies_over_the_settings_files() {
+    let Some(sb) = Sandbox::new() else { return };
+    let l = Layers::new(&sb);
+    l.user("[network]\nallow_domains = [\"example.com\"]\n");
+    let o = l.run(
+        &sb,
+        &["--profile=offline", "-c", "echo proxy=${ALL_PROXY:-none}"],
+    );
+    assert!(
+        stdout(&o).contains("proxy=none"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let o = l.run(&sb, &["-c", "echo proxy=${ALL_PROXY:-none}"]);
+    assert!(
+        stdout(&o).contains("proxy=socks5h://"),
+        "without the profile: {}",
+        stdout(&o)
+    );
+    let o = l.run(
+        &sb,
+        &["--profile=read-only", "-c", "touch planted; echo done"],
+    );
+    assert!(stdout(&o).contains("done"), "{}", stderr(&o));
+    assert!(
+        !sb.ws.join("planted").exists(),
+        "read-only wrote the working directory"
+    );
+    let o = l.run(&sb, &["--profile=nope", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("read-only, workspace-write, offline, dev"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -21,6 +21,9 @@ pub enum ConfigCommand {
         /// Also apply this file, as `cordon run --settings` would.
         #[arg(long, value_name = "FILE")]
         settings: Option<std::path::PathBuf>,
+        /// Also apply this profile, as `cordon run --profile` would.
+        #[arg(long, value_name = "NAME", value_parser = settings::parse_profile)]
+        profile: Option<String>,
     },
     /// Print the JSON Schema of cordon.toml, for editors.
     Schema,
@@ -65,9 +68,11 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<u8> {
             json,
             trust_project,
             settings,
+            profile,
         } => {
             let cwd = std::env::current_dir().context("cannot read the current directory")?;
             let places = Places {
+                profile,
                 given: settings,
                 ..Places::from(&cwd)
             };
@@ -92,8 +97,9 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<u8> {
 /// The merged settings as `key = value  # from` lines; deny lists one entry per line (`+=`),
 /// since each entry has its own source.
 fn show(s: &Settings, places: &Places, trusted: bool) -> anyhow::Result<String> {
-    let mut out =
-        String::from("# cordon settings: managed < user < project < --settings < command line\n");
+    let mut out = String::from(
+        "# cordon settings: managed < user < project < --profile < --settings < command line\n",
+    );
     let mut layer = |name: &str, path: Option<&std::path::Path>, note: &str| {
         let state = match path {
             Some(p) if s.files.iter().any(|f| f.file.as_deref() == Some(p)) => {
@@ -114,6 +120,9 @@ fn show(s: &Settings, places: &Places, trusted: bool) -> anyhow::Result<String> 
     layer("project", places.project.as_deref(), note);
     if let Some(given) = &places.given {
         layer("--settings", Some(given), "");
+    }
+    if let Some(profile) = &places.profile {
+        out.push_str(&format!("# profile: {profile}\n"));
     }
     let all = serde_json::to_value(s)?;
     for (field, key) in KEYS {

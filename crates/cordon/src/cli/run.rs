@@ -80,6 +80,10 @@ pub struct RunArgs {
     /// dev server's (repeatable; implies --allow-local-binding).
     #[arg(long, value_name = "[HOST_PORT:]PORT")]
     publish: Vec<super::proxy::Publish>,
+    /// A profile shipped with cordon, applied over the settings files: read-only,
+    /// workspace-write, offline or dev (`cordon config show --profile NAME` shows it).
+    #[arg(long, value_name = "NAME", value_parser = settings::parse_profile)]
+    profile: Option<String>,
     /// Settings to apply on top of cordon.toml's layers: a cordon.toml, or Claude Code's,
     /// sandbox-runtime's, Codex's or Gemini CLI's settings, read as one (see `cordon import`).
     #[arg(long, value_name = "FILE")]
@@ -168,6 +172,7 @@ fn flag_layer(args: &RunArgs) -> LayerValues {
 fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let places = Places {
+        profile: args.profile.clone(),
         given: args.settings.clone(),
         ..Places::from(&cwd)
     };

@@ -53,6 +53,8 @@ pub enum Layer {
     Managed,
     User,
     Project,
+    /// A profile named with `--profile`.
+    Profile,
     /// A file named with `--settings`.
     Given,
     Flags,
@@ -72,6 +74,7 @@ impl std::fmt::Display for Source {
             Layer::Managed => "managed",
             Layer::User => "user",
             Layer::Project => "project",
+            Layer::Profile => "profile",
             Layer::Given => "--settings",
             Layer::Flags => "command line",
         };
@@ -155,8 +158,35 @@ pub struct Places {
     pub managed: PathBuf,
     pub user: Option<PathBuf>,
     pub project: Option<PathBuf>,
+    /// `--profile NAME`: one of [`PROFILES`].
+    pub profile: Option<String>,
     /// `--settings FILE`: a cordon.toml or another tool's settings, read as one.
     pub given: Option<PathBuf>,
+}
+
+/// The profiles shipped with cordon: name, and the settings it applies.
+pub const PROFILES: &[(&str, &str)] = &[
+    ("read-only", include_str!("profiles/read-only.toml")),
+    (
+        "workspace-write",
+        include_str!("profiles/workspace-write.toml"),
+    ),
+    ("offline", include_str!("profiles/offline.toml")),
+    ("dev", include_str!("profiles/dev.toml")),
+];
+
+/// `--profile NAME`, checked.
+pub fn parse_profile(name: &str) -> Result<String, String> {
+    match PROFILES.iter().find(|(n, _)| *n == name) {
+        Some((n, _)) => Ok(n.to_string()),
+        None => {
+            let names: Vec<&str> = PROFILES.iter().map(|(n, _)| *n).collect();
+            Err(format!(
+                "no profile `{name}`; cordon has {}",
+                names.join(", ")
+            ))
+        }
+    }
 }
 
 impl Places {
@@ -179,6 +209,7 @@ impl Places {
             managed,
             user,
             project,
+            profile: None,
             given: None,
         }
     }
@@ -215,6 +246,15 @@ pub fn read(places: &Places) -> anyhow::Result<Vec<(Layer, PathBuf, SettingsFile
         }
         files.push((layer, path.clone(), parsed));
     }
+    if let Some(name) = &places.profile {
+        let text = PROFILES
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| *t)
+            .with_context(|| parse_profile(name).err().unwrap_or_default())?;
+        let path = PathBuf::from(name);
+        files.push((Layer::Profile, path.clone(), file::parse(&path, text)?));
+    }
     if let Some(path) = &places.given {
         let imported = import::import(path)?;
         for n in &imported.not_carried {
@@ -248,11 +288,13 @@ fn resolve_path(text: &str, layer: Layer, file: &Path, key: &str) -> anyhow::Res
         return Ok(path.to_path_buf());
     }
     match (layer, file.parent().and_then(Path::parent)) {
-        (Layer::Project, Some(project)) => Ok(project.join(path)),
-        // A file named on the command line speaks of where it is used.
-        (Layer::Given, _) => Ok(std::env::current_dir()
+        (Layer::Project, Some(project)) => Ok(project.join(path).components().collect()),
+        // A file or profile named on the command line speaks of where it is used.
+        (Layer::Given | Layer::Profile, _) => Ok(std::env::current_dir()
             .context("cannot read the current directory")?
-            .join(path)),
+            .join(path)
+            .components()
+            .collect()),
         _ => bail!(
             "{}: {key}: `{text}` is relative; write an absolute path or one starting with ~/",
             file.display()

@@ -207,6 +207,7 @@ fn files_are_found_read_and_their_mistakes_named() {
         managed: dir.path().join("absent.toml"),
         user: Some(user_file.clone()),
         project: Some(project_file.clone()),
+        profile: None,
         given: None,
     };
     let e = load(&places, LayerValues::default(), false)
@@ -233,4 +234,17 @@ fn files_are_found_read_and_their_mistakes_named() {
     // Found from a directory below the project.
     let found = Places::from(&deep).project.expect("found");
     assert_eq!(found, project_file);
+}
+
+#[test]
+fn every_shipped_profile_reads() {
+    for (name, text) in PROFILES {
+        let f = file::parse(Path::new(name), text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(f.lock.is_none(), "{name}: a profile cannot lock");
+    }
+    assert!(
+        parse_profile("nope")
+            .expect_err("unknown")
+            .contains("read-only, workspace-write")
+    );
 }
