@@ -455,3 +455,42 @@ fn a_profile_applies_over_the_settings_files() {
         stderr(&o)
     );
 }
+
+#[test]
+fn explain_tells_the_decision_and_the_sandbox_without_running_anything() {
+    let Some(sb) = Sandbox::new() else { return };
+    let l = Layers::new(&sb);
+    l.user("[network]\nallow_domains = [\"example.com\"]\n[policy]\nexcluded_tools = [\"run_shell_command(touch)\"]\n");
+    std::fs::create_dir_all(sb.ws.join("secrets")).expect("mkdir");
+    let explain = |args: &[&str]| {
+        let mut cmd = Command::new(common::cordon_bin());
+        l.apply(&mut cmd);
+        cmd.arg("explain")
+            .args(args)
+            .current_dir(&sb.ws)
+            .output()
+            .expect("explain")
+    };
+    let o = explain(&["--json", "--deny-read=secrets", "--", "touch", "planted"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!sb.ws.join("planted").exists(), "explain ran the command");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["command"], "touch planted");
+    assert_eq!(v["policy"]["decision"], "deny", "{v}");
+    assert_eq!(v["backend"], "linux");
+    let ws = std::fs::canonicalize(&sb.ws).expect("ws");
+    assert_eq!(v["writable"][0], ws.display().to_string());
+    assert_eq!(v["hidden"][0], ws.join("secrets").display().to_string());
+    assert_eq!(
+        v["network"]["allow_domains"][0], "example.com",
+        "settings apply"
+    );
+    let o = explain(&["-c", "git status"]);
+    let out = stdout(&o);
+    assert!(out.contains("command:   git status"), "{out}");
+    assert!(out.contains("policy:    allow"), "{out}");
+    assert!(out.contains("allowed: example.com"), "{out}");
+    let o = explain(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("give a command"), "{}", stderr(&o));
+}

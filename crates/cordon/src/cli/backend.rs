@@ -52,6 +52,13 @@ pub struct BackendArgs {
 }
 
 impl BackendArgs {
+    /// The backend's name as the flag takes it.
+    pub fn name(&self) -> String {
+        self.backend()
+            .to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
+    }
+
     fn backend(&self) -> Backend {
         if let Some(b) = self.backend {
             return b;

@@ -9,6 +9,8 @@ mod config;
 #[cfg(unix)]
 mod container;
 #[cfg(unix)]
+mod explain;
+#[cfg(unix)]
 mod paths;
 mod policy;
 #[cfg(unix)]
@@ -52,6 +54,11 @@ enum Command {
         /// The settings file to read.
         file: PathBuf,
     },
+    /// What `cordon run` would do with a command, without running it: the policy's decision
+    /// and rule, what it may read and write, which hosts it may reach, and the backend. Takes
+    /// the flags of `check` and `run`.
+    #[cfg(unix)]
+    Explain(Box<explain::ExplainArgs>),
     /// Print a completion script for a shell: bash, zsh, fish, elvish or powershell
     /// (e.g. `cordon completions bash > /etc/bash_completion.d/cordon`).
     Completions { shell: clap_complete::Shell },
@@ -158,6 +165,7 @@ impl Cli {
                 | Command::Policy(_)
                 | Command::Config(_)
                 | Command::Import { .. }
+                | Command::Explain(_)
                 | Command::Completions { .. }
                 | Command::Man
         )
@@ -170,6 +178,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Policy(cmd) => policy::run(cmd),
         Command::Config(cmd) => config::run(cmd),
         Command::Import { file } => config::import(&file),
+        #[cfg(unix)]
+        Command::Explain(args) => explain::run(*args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "cordon", &mut std::io::stdout());

@@ -143,6 +143,35 @@ fn parse_cpus(s: &str) -> Result<u64, String> {
     Ok((n * 1000.0).round() as u64)
 }
 
+impl RunArgs {
+    /// The `-c` shell string, if the command was given that way.
+    pub fn shell(&self) -> Option<&str> {
+        self.shell.as_deref()
+    }
+
+    pub fn backend_name(&self) -> String {
+        self.backend.name()
+    }
+
+    /// The run's network as `cordon explain` tells it.
+    pub fn net_summary(&self) -> serde_json::Value {
+        let summary = match self.network {
+            Network::Host => "the host's network (--network host)".to_string(),
+            _ if !self.net.allow_domain.is_empty() => {
+                "only through cordon's proxy, to the allowed hosts".to_string()
+            }
+            _ => "none: the command's own loopback only".to_string(),
+        };
+        serde_json::json!({
+            "summary": summary,
+            "allow_domains": self.net.allow_domain,
+            "deny_domains": self.net.deny_domain,
+            "allow_private_ips": self.net.allow_private_ips,
+            "published": self.publish.iter().map(|p| format!("127.0.0.1:{} -> {}", p.host_port, p.port)).collect::<Vec<_>>(),
+        })
+    }
+}
+
 /// The command line as the last layer of settings: what it says, and nothing it leaves out.
 fn flag_layer(args: &RunArgs) -> LayerValues {
     LayerValues {
@@ -169,7 +198,7 @@ fn flag_layer(args: &RunArgs) -> LayerValues {
 }
 
 /// The run's flags with every settings layer merged under them.
-fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
+pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let places = Places {
         profile: args.profile.clone(),
@@ -215,9 +244,23 @@ fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
     Ok(args)
 }
 
-pub fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let args = with_settings(args)?;
-    args.backend.validate()?;
+/// What a run will be given, worked out from its (merged) flags before anything is set up:
+/// `cordon run` goes on to run it, `cordon explain` shows it.
+#[derive(Debug)]
+pub struct Plan {
+    pub argv: Vec<String>,
+    pub timeout: Option<Duration>,
+    pub cwd: PathBuf,
+    pub writable: Vec<PathBuf>,
+    pub read_only: Vec<PathBuf>,
+    /// cordon's own settings directories.
+    pub own_settings: Vec<PathBuf>,
+    pub hidden: Vec<PathBuf>,
+    pub reopened: Vec<PathBuf>,
+    pub unix_sockets: Vec<PathBuf>,
+}
+
+pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     let argv = match (&args.shell, args.command.is_empty()) {
         (Some(s), _) => vec!["/bin/sh".to_string(), "-c".to_string(), s.clone()],
         (None, false) => args.command.clone(),
@@ -261,6 +304,33 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let hidden = resolve_all(&args.deny_read, &cwd, Flag::DenyRead)?;
     let reopened = resolve_all(&args.allow_read, &cwd, Flag::AllowRead)?;
     let unix_sockets = resolve_all(&args.allow_unix_socket, &cwd, Flag::AllowUnixSocket)?;
+    Ok(Plan {
+        argv,
+        timeout,
+        cwd,
+        writable,
+        read_only,
+        own_settings,
+        hidden,
+        reopened,
+        unix_sockets,
+    })
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let args = with_settings(args)?;
+    args.backend.validate()?;
+    let Plan {
+        argv,
+        timeout,
+        cwd,
+        writable,
+        read_only,
+        own_settings,
+        hidden,
+        reopened,
+        unix_sockets,
+    } = plan(&args)?;
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
     let (mut env, _removed) = filter_environment(vars, &args.keep_env);
