@@ -155,6 +155,37 @@ fn without_user_namespaces_cordon_falls_back_or_refuses() {
     assert_eq!(found[0]["available"], false, "{found}");
     assert_eq!(found[1]["available"], true, "{found}");
     assert_eq!(o.status.code(), Some(0), "Landlock alone still confines");
+
+    // Settings that require namespaces: doctor says the configured protection cannot be had,
+    // and runs refuse. (A project may ask for this: it tightens.)
+    std::fs::create_dir_all(sb.ws.join(".cordon")).expect("mkdir");
+    std::fs::write(
+        sb.ws.join(".cordon/cordon.toml"),
+        "[sandbox]\nfail_if_unavailable = true\n",
+    )
+    .expect("write");
+    let Some(o) = without_user_namespaces(&sb, &["doctor", "--json"]) else {
+        return;
+    };
+    let found: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let configured = found
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|m| m["name"] == "configured")
+        .expect("a configured finding");
+    assert_eq!(configured["available"], false, "{found}");
+    assert!(
+        configured["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("sandbox.fail_if_unavailable")),
+        "{configured}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{found}");
+    let Some(o) = without_user_namespaces(&sb, &["run", "--", "true"]) else {
+        return;
+    };
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
 }
 
 #[test]
@@ -307,7 +338,17 @@ fn doctor_reports_each_mechanism_and_agrees_with_run() {
     let found: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     let list = found.as_array().expect("a list");
     let names: Vec<&str> = list.iter().filter_map(|m| m["name"].as_str()).collect();
-    assert_eq!(names, ["user namespaces", "Landlock", "seccomp", "cgroups"]);
+    assert_eq!(
+        names,
+        [
+            "user namespaces",
+            "Landlock",
+            "seccomp",
+            "cgroups",
+            "settings",
+            "configured"
+        ]
+    );
     let missing_required = list
         .iter()
         .any(|m| m["required"] == true && m["available"] == false);
