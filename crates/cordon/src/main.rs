@@ -31,6 +31,7 @@ fn main() -> ExitCode {
         }
     }
     let args = cli::Cli::parse();
+    args.start_logging();
     #[cfg(target_os = "linux")]
     if args.only_prints() {
         cordon_sandbox::linux::end_quietly_on_closed_output();

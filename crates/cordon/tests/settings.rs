@@ -494,3 +494,73 @@ fn explain_tells_the_decision_and_the_sandbox_without_running_anything() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("give a command"), "{}", stderr(&o));
 }
+
+/// Runs `cordon ARGS` on a pseudo-terminal (python's pty), with `env` added; what it printed.
+fn on_a_terminal(args: &[&str], env: &[(&str, &str)]) -> String {
+    let script = "import os, pty, sys\n\
+        pid, fd = pty.fork()\n\
+        if pid == 0:\n    os.execv(sys.argv[1], sys.argv[1:])\n\
+        out = b''\n\
+        while True:\n    try:\n        c = os.read(fd, 4096)\n    except OSError:\n        break\n    if not c:\n        break\n    out += c\n\
+        os.waitpid(pid, 0)\n\
+        sys.stdout.write(out.decode(errors='replace'))\n";
+    let o = Command::new("python3")
+        .args(["-c", script])
+        .arg(common::cordon_bin())
+        .args(args)
+        .env_remove("NO_COLOR")
+        .envs(env.iter().copied())
+        .output()
+        .expect("python3");
+    stdout(&o)
+}
+
+#[test]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+            "python3 is missing"
+        );
+        return;
+    }
+    let piped = Command::new(common::cordon_bin())
+        .arg("doctor")
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("doctor");
+    assert!(!stdout(&piped).contains('\x1b'), "colour into a pipe");
+    let shown = on_a_terminal(&["doctor"], &[]);
+    assert!(shown.contains("\x1b[32mok  \x1b[0m"), "{shown:?}");
+    let shown = on_a_terminal(&["doctor"], &[("NO_COLOR", "1")]);
+    assert!(
+        shown.contains("ok  ") && !shown.contains('\x1b'),
+        "{shown:?}"
+    );
+    // -v says what cordon read; RUST_LOG picks the same.
+    let dir = tempfile::tempdir().expect("tmp");
+    let o = Command::new(common::cordon_bin())
+        .args(["-v", "config", "show"])
+        .env("CORDON_MANAGED_SETTINGS", dir.path().join("m.toml"))
+        .env("HOME", dir.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .current_dir(dir.path())
+        .output()
+        .expect("config show");
+    assert!(
+        !stderr(&o).contains("settings: read"),
+        "nothing to read: {}",
+        stderr(&o)
+    );
+    std::fs::write(dir.path().join("m.toml"), "").expect("write");
+    let o = Command::new(common::cordon_bin())
+        .args(["-v", "config", "show"])
+        .env("CORDON_MANAGED_SETTINGS", dir.path().join("m.toml"))
+        .env("HOME", dir.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .current_dir(dir.path())
+        .output()
+        .expect("config show");
+    assert!(stderr(&o).contains("settings: read"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains('\x1b'), "{}", stderr(&o));
+}

@@ -33,6 +33,10 @@ use cordon_policy::ApprovalMode;
     about = "The safe-execution layer for AI coding agents"
 )]
 pub struct Cli {
+    /// Say more on stderr about what cordon does: -v what it reads and starts, -vv how it
+    /// decides, -vvv everything. RUST_LOG (e.g. `cordon=debug`) overrides it.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -86,6 +90,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Whether to colour what goes to `stream`: only a terminal, and never with `NO_COLOR` set
+/// (https://no-color.org).
+pub fn colour(stream: &impl std::io::IsTerminal) -> bool {
+    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
@@ -156,6 +166,26 @@ pub struct CallFlags {
 }
 
 impl Cli {
+    /// Logging on stderr, at the level -v asks for unless RUST_LOG says otherwise; coloured
+    /// only on a terminal and never with NO_COLOR set.
+    pub fn start_logging(&self) {
+        let level = match self.verbose {
+            0 => "warn",
+            1 => "info",
+            2 => "debug",
+            _ => "trace",
+        };
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("cordon={level}")));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(colour(&std::io::stderr()))
+            .with_target(false)
+            .without_time()
+            .try_init();
+    }
+
     /// Whether this command only prints what it was asked for, so may simply end when its
     /// reader goes away. Commands that hold sockets or run others may not.
     pub fn only_prints(&self) -> bool {

@@ -427,6 +427,11 @@ impl RunProxy {
         }
         cordon_sandbox::linux::pass_fds(&mut cmd, &fds);
         let child = cmd.spawn().context("cannot start the proxy")?;
+        tracing::info!(
+            "proxy: started (pid {}), asking {ask}, {} published port(s)",
+            child.id(),
+            publish.len()
+        );
         let endpoint = egress.then_some(cordon_sandbox::ProxyEndpoint {
             socket: Some(socket),
             http_port: HTTP_PORT,

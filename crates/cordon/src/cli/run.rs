@@ -433,6 +433,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         publishes: !args.publish.is_empty(),
         keep_env: &args.keep_env,
     };
+    tracing::debug!("sandbox spec: {spec:?}");
     if let Some(code) = super::backend::run_elsewhere(&args.backend, elsewhere)? {
         return Ok(code);
     }
@@ -623,13 +624,19 @@ pub fn doctor(json: bool) -> anyhow::Result<u8> {
     if json {
         println!("{}", serde_json::to_string_pretty(&found)?);
     } else {
+        let paint = super::colour(&std::io::stdout());
         for m in &found {
-            let mark = if m.available {
-                "ok  "
+            let (mark, colour) = if m.available {
+                ("ok  ", "32")
             } else if m.required {
-                "FAIL"
+                ("FAIL", "31")
             } else {
-                "weak"
+                ("weak", "33")
+            };
+            let mark = if paint {
+                format!("\x1b[{colour}m{mark}\x1b[0m")
+            } else {
+                mark.to_string()
             };
             println!("{mark} {:<16} {}", m.name, m.detail);
             if let Some(fix) = &m.fix {

@@ -232,6 +232,7 @@ pub fn read(places: &Places) -> anyhow::Result<Vec<(Layer, PathBuf, SettingsFile
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
         let parsed = file::parse(path, &text)?;
+        tracing::info!("settings: read {} ({layer:?})", path.display());
         if parsed.lock.is_some() && layer != Layer::Managed {
             bail!(
                 "{}: [lock] belongs in managed settings ({}); a {} file cannot lock anything",
@@ -723,7 +724,9 @@ pub fn load(places: &Places, flags: LayerValues, trust_project: bool) -> anyhow:
         },
         flags,
     ));
-    Ok(merge(&layers, locks, trust_project))
+    let merged = merge(&layers, locks, trust_project);
+    tracing::debug!("settings merged: {merged:?}");
+    Ok(merged)
 }
 
 #[cfg(test)]
