@@ -564,3 +564,55 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
     assert!(stderr(&o).contains("settings: read"), "{}", stderr(&o));
     assert!(!stderr(&o).contains('\x1b'), "{}", stderr(&o));
 }
+
+#[test]
+fn check_jsonl_picks_up_settings_and_policy_changes_without_a_restart() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().expect("tmp");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".config/cordon")).expect("mkdir");
+    let settings = home.join(".config/cordon/cordon.toml");
+    let mut child = Command::new(common::cordon_bin())
+        .args(["check", "--jsonl"])
+        .env("HOME", &home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("CORDON_MANAGED_SETTINGS", dir.path().join("managed.toml"))
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("check --jsonl");
+    let mut to = child.stdin.take().expect("stdin");
+    let mut from = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut ask = |line: &str| -> serde_json::Value {
+        writeln!(to, "{line}").expect("write");
+        to.flush().expect("flush");
+        let mut answer = String::new();
+        from.read_line(&mut answer).expect("read");
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"))
+    };
+    let request = r#"{"tool":"run_shell_command","args":{"command":"curl https://example.com"}}"#;
+    let before = ask(request);
+    assert_ne!(before["decision"], "deny", "{before}");
+    std::fs::write(
+        &settings,
+        "[policy]\nexcluded_tools = [\"run_shell_command(curl)\"]\n",
+    )
+    .expect("write");
+    let after = ask(request);
+    assert_eq!(after["decision"], "deny", "{after}");
+    // A broken file: no decision with stale rules, an error saying why.
+    std::fs::write(&settings, "[policy]\nexclude = 1\n").expect("write");
+    let broken = ask(request);
+    assert!(
+        broken["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no longer load") && e.contains("cordon.toml")),
+        "{broken}"
+    );
+    std::fs::remove_file(&settings).expect("rm");
+    let fixed = ask(request);
+    assert_eq!(fixed["decision"], before["decision"], "{fixed}");
+    drop(to);
+    let _ = child.wait();
+}

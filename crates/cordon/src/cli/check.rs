@@ -48,7 +48,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(exit::OK);
     }
-    let engine = args.policy.engine()?;
+    let mut engine = Ok(args.policy.engine()?);
+    let mut stamp = args.policy.fingerprint();
     let mut input = std::io::stdin().lock();
     let mut out = std::io::stdout().lock();
     let mut line = Vec::new();
@@ -76,14 +77,28 @@ pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
             if text.is_empty() {
                 continue;
             }
-            match parse_request(text, args.policy.options().mode) {
-                Ok((call, mode)) => {
+            // Policy files or settings edited since the last line: decide with the new ones,
+            // and with none at all while they do not load (never with the stale ones).
+            let now = args.policy.fingerprint();
+            if now != stamp {
+                stamp = now;
+                engine = args.policy.engine();
+                match &engine {
+                    Ok(_) => tracing::info!("policy or settings changed: reloaded"),
+                    Err(e) => tracing::warn!("policy or settings changed and do not load: {e:#}"),
+                }
+            }
+            match (parse_request(text, args.policy.options().mode), &engine) {
+                (Ok(_), Err(e)) => json!({
+                    "error": format!("line {n}: the policy or settings changed and no longer load; fix them: {e:#}")
+                }),
+                (Ok((call, mode)), Ok(engine)) => {
                     let mut opts = args.policy.options();
                     opts.mode = mode;
                     serde_json::to_value(engine.check(&call, opts, &ProcessRunner))?
                 }
                 // A bad line gets an error in its place, so answers stay in step with requests.
-                Err(e) => json!({ "error": format!("line {n}: {e}") }),
+                (Err(e), _) => json!({ "error": format!("line {n}: {e}") }),
             }
         };
         writeln!(out, "{reply}")?;

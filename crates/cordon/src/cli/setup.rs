@@ -87,6 +87,14 @@ impl PolicyFlags {
     }
 
     pub fn sources(&self, env: &Environment) -> anyhow::Result<PolicySources> {
+        Ok(PolicySources {
+            settings: self.tool_settings(env)?,
+            ..self.sources_without_settings(env)?
+        })
+    }
+
+    /// The policy sources, with the tool settings of the flags alone.
+    fn sources_without_settings(&self, env: &Environment) -> anyhow::Result<PolicySources> {
         let user_dirs = if self.policy_dirs.is_empty() {
             user_policy_dir().into_iter().collect()
         } else {
@@ -104,7 +112,10 @@ impl PolicyFlags {
             trust_workspace: self.trust_workspace,
             user_dirs,
             admin_dir: Some(admin_dir()),
-            settings: self.tool_settings(env)?,
+            settings: SettingsRules {
+                excluded_tools: self.excluded_tools.clone(),
+                allowed_tools: self.allowed_tools.clone(),
+            },
             shell_tools: self.shell_tools.clone(),
             required_dirs: self
                 .policy_dirs
@@ -114,6 +125,53 @@ impl PolicyFlags {
                 .cloned()
                 .collect(),
         })
+    }
+
+    /// A fingerprint of every file the engine is built from (policy directories, settings
+    /// layers): a long-running `check --jsonl` rebuilds its engine when it changes.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let Ok(env) = self.environment() else {
+            return 0;
+        };
+        let Ok(sources) = self.sources_without_settings(&env) else {
+            return 0;
+        };
+        let places = crate::settings::Places::from(&env.cwd);
+        let dirs = sources
+            .user_dirs
+            .iter()
+            .chain(&sources.extension_dirs)
+            .chain(&sources.default_dirs)
+            .chain(&sources.workspace_dirs)
+            .chain(sources.admin_dir.as_ref());
+        let files = std::iter::once(&places.managed)
+            .chain(places.user.as_ref())
+            .chain(places.project.as_ref());
+        let stamp = |p: &Path, h: &mut std::collections::hash_map::DefaultHasher| {
+            p.hash(h);
+            if let Ok(m) = std::fs::metadata(p) {
+                m.len().hash(h);
+                m.modified().ok().hash(h);
+            }
+        };
+        for d in dirs {
+            stamp(d, &mut h);
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(d)
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
+            entries.sort();
+            for e in entries {
+                stamp(&e, &mut h);
+            }
+        }
+        for f in files {
+            stamp(f, &mut h);
+        }
+        h.finish()
     }
 
     /// Loads every source and builds the engine; a policy that does not load is a bad call.
