@@ -143,6 +143,9 @@ pub struct Blocked {
 pub struct Proxy {
     config: ProxyConfig,
     blocked: mpsc::UnboundedSender<Blocked>,
+    /// The rules in force: those of the config until [`Proxy::set_rules`] replaces them (a
+    /// settings file changed). Each connection decides with the rules it read first.
+    rules: std::sync::RwLock<Arc<Rules>>,
     /// What was answered, per host and port. Behind an async lock held while a question is
     /// open, so questions come one at a time and a tool opening ten connections to one host
     /// asks once.
@@ -161,10 +164,27 @@ impl Proxy {
     /// A proxy that sends each refusal to `blocked`.
     pub fn new(config: ProxyConfig, blocked: mpsc::UnboundedSender<Blocked>) -> Self {
         Proxy {
+            rules: std::sync::RwLock::new(Arc::new(config.rules.clone())),
             config,
             blocked,
             answers: tokio::sync::Mutex::default(),
         }
+    }
+
+    /// Replaces the rules for connections from now on; open tunnels keep going.
+    pub fn set_rules(&self, rules: Rules) {
+        if let Ok(mut r) = self.rules.write() {
+            *r = Arc::new(rules);
+        }
+    }
+
+    fn rules(&self) -> Arc<Rules> {
+        // A writer never panics while holding the lock, so it cannot be poisoned; were it,
+        // nothing is allowed.
+        self.rules
+            .read()
+            .map(|r| r.clone())
+            .unwrap_or_else(|_| Arc::new(Rules::default()))
     }
 
     /// Serves one client connection to its end.
@@ -196,7 +216,7 @@ impl Proxy {
 
     /// The rules' answer, asking about names no rule covers when someone can be asked.
     async fn decide(&self, target: &Target) -> Result<(), String> {
-        let asker = match self.config.rules.check(&target.host, target.port) {
+        let asker = match self.rules().check(&target.host, target.port) {
             Verdict::Allow => return Ok(()),
             Verdict::Deny(why) => return Err(why),
             Verdict::Unknown => match &self.config.ask {
@@ -248,10 +268,11 @@ impl Proxy {
                     .collect(),
             },
         };
+        let rules = self.rules();
         let mut refused = None;
         let mut last_error = None;
         for ip in addresses {
-            if let Err(why) = self.config.rules.check_address(ip, target.port) {
+            if let Err(why) = rules.check_address(ip, target.port) {
                 refused.get_or_insert(why);
                 continue;
             }
@@ -302,7 +323,7 @@ impl Proxy {
         };
         let checks: Vec<Result<(), String>> = local
             .iter()
-            .map(|ip| self.config.rules.check_address(*ip, target.port))
+            .map(|ip| self.rules().check_address(*ip, target.port))
             .collect();
         if let Some(Err(why)) = checks.first()
             && checks.iter().all(Result::is_err)

@@ -867,3 +867,83 @@ fn publishing_is_refused_where_it_cannot_be_confined_and_bad_ports_are_named() {
         stderr(&o)
     );
 }
+
+#[test]
+fn the_standalone_proxy_follows_settings_as_they_change() {
+    let (port, _) = origin("allowed by settings");
+    let dir = tempfile::tempdir().expect("tmp");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".config/cordon")).expect("mkdir");
+    let settings = home.join(".config/cordon/cordon.toml");
+    std::fs::write(&settings, "[network]\nallow_domains = [\"allowed.test\"]\n").expect("write");
+    let mut proxy = Command::new(common::cordon_bin())
+        .args([
+            "proxy",
+            "--listen=127.0.0.1:0",
+            "--allow-private-ips",
+            "--resolve=allowed.test=127.0.0.1",
+            "--resolve=other.test=127.0.0.1",
+        ])
+        .env("HOME", &home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("CORDON_MANAGED_SETTINGS", dir.path().join("managed.toml"))
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("proxy");
+    let mut line = String::new();
+    let mut err = std::io::BufReader::new(proxy.stderr.take().expect("stderr"));
+    std::io::BufRead::read_line(&mut err, &mut line).expect("read");
+    let addr = line.trim().rsplit(' ').next().expect("address").to_string();
+    let fetch = |host: &str| -> String {
+        let mut c = std::net::TcpStream::connect(&addr).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        write!(
+            c,
+            "GET http://{host}:{port}/ HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n"
+        )
+        .expect("write");
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !out.ends_with(b"allowed by settings") && !out.windows(3).any(|w| w == b"403") {
+            match c.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    // Settings are read at start.
+    assert!(fetch("allowed.test").ends_with("allowed by settings"));
+    assert!(fetch("other.test").contains("403"));
+    // An edit takes effect without a restart (the proxy looks every two seconds).
+    std::fs::write(&settings, "[network]\nallow_domains = [\"other.test\"]\n").expect("write");
+    let mut followed = false;
+    for _ in 0..100 {
+        if fetch("other.test").ends_with("allowed by settings") {
+            followed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(followed, "the proxy did not take the new settings");
+    assert!(
+        fetch("allowed.test").contains("403"),
+        "the old allow list still held"
+    );
+    // A broken file: nothing is allowed until it is fixed.
+    std::fs::write(&settings, "[network]\nallow_domainz = []\n").expect("write");
+    let mut closed = false;
+    for _ in 0..100 {
+        if fetch("other.test").contains("403") {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    assert!(closed, "a broken settings file left the old rules in force");
+}

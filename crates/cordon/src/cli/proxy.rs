@@ -12,6 +12,7 @@ use clap::Args;
 use cordon_net::{Blocked, DomainRule, Proxy, ProxyConfig, Rules};
 
 use super::ask::{AskVia, JsonAsker, Lines, TerminalAsker, write_line};
+use crate::settings::{self, LayerValues, Places, Settings};
 
 /// Which hosts may be reached: shared by `cordon run` and `cordon proxy`.
 #[derive(Debug, Clone, Args, Default)]
@@ -43,6 +44,25 @@ pub struct NetFlags {
 }
 
 impl NetFlags {
+    /// These flags as the command line's layer of settings.
+    pub fn layer(&self) -> LayerValues {
+        LayerValues {
+            allow_domains: settings::some(&self.allow_domain),
+            deny_domains: self.deny_domain.clone(),
+            allow_private_ips: self.allow_private_ips.then_some(true),
+            upstream_proxy: self.upstream_proxy.clone(),
+            ..LayerValues::default()
+        }
+    }
+
+    /// The flags with the settings (merged under them) in their place.
+    pub fn settle(&mut self, s: &Settings) {
+        self.allow_domain = settings::value(s.allow_domains.clone()).unwrap_or_default();
+        self.deny_domain = settings::all(s.deny_domains.clone());
+        self.allow_private_ips = settings::value(s.allow_private_ips.clone()).unwrap_or(false);
+        self.upstream_proxy = settings::value(s.upstream_proxy.clone());
+    }
+
     /// Whether any host is allowed (then a run needs a proxy).
     pub fn any_allowed(&self) -> bool {
         !self.allow_domain.is_empty()
@@ -178,7 +198,25 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
     if args.listen.is_empty() && args.handoff_fd.is_none() {
         bail!("give at least one --listen HOST:PORT or --listen unix:PATH");
     }
-    let mut config = args.net.config()?;
+    // On its own, the proxy takes the network settings of cordon.toml under its flags, and
+    // follows them as they change; a run's proxy is handed its run's settled rules.
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let places = Places::from(&cwd);
+    let given = args.net.clone();
+    let settled = {
+        let places = places.clone();
+        move || -> anyhow::Result<NetFlags> {
+            let mut net = given.clone();
+            net.settle(&settings::load(&places, given.layer(), false)?);
+            Ok(net)
+        }
+    };
+    let net = if args.parent.is_none() {
+        settled()?
+    } else {
+        args.net.clone()
+    };
+    let mut config = net.config()?;
     // Check every address before serving any: a typo should stop it, not half-start it.
     let mut tcp = Vec::new();
     let mut unix = Vec::new();
@@ -288,6 +326,11 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
                 tokio::net::UnixListener::from_std(h)?,
             ));
         }
+        if args.parent.is_none() {
+            tokio::spawn(follow_settings(proxy.clone(), places, move || {
+                settled()?.rules()
+            }));
+        }
         let mut written = 0;
         while let Some(b) = rx.recv().await {
             if limited && written >= MAX_EVENTS {
@@ -299,6 +342,37 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
         anyhow::Ok(())
     })?;
     Ok(0)
+}
+
+/// Every two seconds, whether the settings files changed; if so, the proxy takes the new
+/// rules, or, while they do not load, refuses everything (never the stale rules).
+#[cfg(target_os = "linux")]
+async fn follow_settings(
+    proxy: Arc<Proxy>,
+    places: Places,
+    settled: impl Fn() -> anyhow::Result<Rules>,
+) {
+    let mut stamp = settings::fingerprint(places.files());
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let now = settings::fingerprint(places.files());
+        if now == stamp {
+            continue;
+        }
+        stamp = now;
+        match settled() {
+            Ok(rules) => {
+                eprintln!("cordon: proxy: settings changed; new rules in force");
+                proxy.set_rules(rules);
+            }
+            Err(e) => {
+                eprintln!(
+                    "cordon: proxy: settings changed and do not load; refusing every connection until they do: {e:#}"
+                );
+                proxy.set_rules(Rules::default());
+            }
+        }
+    }
 }
 
 #[cfg(target_os = "linux")]

@@ -180,12 +180,8 @@ fn flag_layer(args: &RunArgs) -> LayerValues {
         deny_write: args.deny_write.clone(),
         deny_read: args.deny_read.clone(),
         allow_read: some(&args.allow_read),
-        allow_domains: some(&args.net.allow_domain),
-        deny_domains: args.net.deny_domain.clone(),
-        allow_private_ips: args.net.allow_private_ips.then_some(true),
         allow_local_binding: args.allow_local_binding.then_some(true),
         allow_unix_sockets: some(&args.allow_unix_socket),
-        upstream_proxy: args.net.upstream_proxy.clone(),
         keep_env: some(&args.keep_env),
         deny_env: args.deny_env.clone(),
         max_processes: args.max_processes,
@@ -193,7 +189,7 @@ fn flag_layer(args: &RunArgs) -> LayerValues {
         cpu_time: args.cpu_time,
         cpus: args.cpus.map(|m| m as f64 / 1000.0),
         timeout: args.timeout,
-        ..LayerValues::default()
+        ..args.net.layer()
     }
 }
 
@@ -209,6 +205,7 @@ pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
     for why in &s.left_out {
         eprintln!("cordon: warning: settings left out: {why}");
     }
+    args.net.settle(&s);
     args.fail_if_unavailable = value(s.fail_if_unavailable).unwrap_or(false);
     args.allow_write = value(s.allow_write).unwrap_or_default();
     // A shared settings file may name paths this machine lacks (~/.aws); nothing to protect
@@ -226,10 +223,6 @@ pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
     args.deny_write = present(s.deny_write);
     args.deny_read = present(s.deny_read);
     args.allow_read = value(s.allow_read).unwrap_or_default();
-    args.net.allow_domain = value(s.allow_domains).unwrap_or_default();
-    args.net.deny_domain = all(s.deny_domains);
-    args.net.allow_private_ips = value(s.allow_private_ips).unwrap_or(false);
-    args.net.upstream_proxy = value(s.upstream_proxy);
     args.allow_local_binding = value(s.allow_local_binding).unwrap_or(false);
     args.allow_unix_socket = value(s.allow_unix_sockets).unwrap_or_default();
     args.keep_env = value(s.keep_env).unwrap_or_default();

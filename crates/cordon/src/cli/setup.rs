@@ -130,8 +130,6 @@ impl PolicyFlags {
     /// A fingerprint of every file the engine is built from (policy directories, settings
     /// layers): a long-running `check --jsonl` rebuilds its engine when it changes.
     pub fn fingerprint(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
         let Ok(env) = self.environment() else {
             return 0;
         };
@@ -145,33 +143,9 @@ impl PolicyFlags {
             .chain(&sources.extension_dirs)
             .chain(&sources.default_dirs)
             .chain(&sources.workspace_dirs)
-            .chain(sources.admin_dir.as_ref());
-        let files = std::iter::once(&places.managed)
-            .chain(places.user.as_ref())
-            .chain(places.project.as_ref());
-        let stamp = |p: &Path, h: &mut std::collections::hash_map::DefaultHasher| {
-            p.hash(h);
-            if let Ok(m) = std::fs::metadata(p) {
-                m.len().hash(h);
-                m.modified().ok().hash(h);
-            }
-        };
-        for d in dirs {
-            stamp(d, &mut h);
-            let mut entries: Vec<PathBuf> = std::fs::read_dir(d)
-                .into_iter()
-                .flatten()
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .collect();
-            entries.sort();
-            for e in entries {
-                stamp(&e, &mut h);
-            }
-        }
-        for f in files {
-            stamp(f, &mut h);
-        }
-        h.finish()
+            .chain(sources.admin_dir.as_ref())
+            .map(PathBuf::as_path);
+        crate::settings::fingerprint(dirs.chain(places.files()))
     }
 
     /// Loads every source and builds the engine; a policy that does not load is a bad call.

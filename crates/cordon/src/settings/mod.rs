@@ -215,6 +215,44 @@ impl Places {
     }
 }
 
+impl Places {
+    /// The settings files these places name (whether or not they exist).
+    pub fn files(&self) -> Vec<&Path> {
+        std::iter::once(self.managed.as_path())
+            .chain(self.user.as_deref())
+            .chain(self.project.as_deref())
+            .chain(self.given.as_deref())
+            .collect()
+    }
+}
+
+/// A fingerprint of `paths` and, for directories, what they hold: their size and time of last
+/// change. Long-running commands compare it to notice an edited settings or policy file.
+pub fn fingerprint<'a>(paths: impl IntoIterator<Item = &'a Path>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut stamp = |p: &Path| {
+        p.hash(&mut h);
+        if let Ok(m) = std::fs::metadata(p) {
+            m.len().hash(&mut h);
+            m.modified().ok().hash(&mut h);
+        }
+    };
+    for p in paths {
+        stamp(p);
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for e in entries {
+            stamp(&e);
+        }
+    }
+    h.finish()
+}
+
 /// Reads every layer's file that exists; a file that cannot be read or understood is an
 /// error naming it.
 pub fn read(places: &Places) -> anyhow::Result<Vec<(Layer, PathBuf, SettingsFile)>> {
