@@ -616,3 +616,32 @@ fn check_jsonl_picks_up_settings_and_policy_changes_without_a_restart() {
     drop(to);
     let _ = child.wait();
 }
+
+#[test]
+fn ignored_violations_are_left_out_of_the_report_for_matching_commands_only() {
+    let Some(sb) = Sandbox::new() else { return };
+    let l = Layers::new(&sb);
+    let ws = std::fs::canonicalize(&sb.ws).expect("ws");
+    l.user(&format!(
+        "[[ignore_violations]]\ncommand = \"touch *\"\npaths = [{:?}]\n",
+        ws.display().to_string()
+    ));
+    let report = sb.outside.join("report.json");
+    let blocked = |script: &str| -> usize {
+        let o = l.run(
+            &sb,
+            &[&format!("--report={}", report.display()), "-c", script],
+        );
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("JSON");
+        let _ = o;
+        r["blocked"].as_array().expect("list").len()
+    };
+    // A protected start-up file the command creates is removed after the run: a violation.
+    assert_eq!(blocked("touch .bashrc"), 0, "ignored for `touch *`");
+    assert_eq!(
+        blocked("echo x > .bashrc"),
+        1,
+        "not ignored for another command"
+    );
+}

@@ -32,7 +32,8 @@ pub struct LogDenial {
 }
 
 /// Paths not to report for commands matching a pattern (`ignore_violations` in settings):
-/// denials a tool is known to cause and survive, which would only distract.
+/// denials a tool is known to cause and survive, which would only distract. Every backend
+/// uses it, not only Seatbelt.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IgnoreViolations {
     /// `(command pattern, paths)`. The pattern matches the whole command line (words joined
@@ -47,8 +48,9 @@ impl IgnoreViolations {
         self.rules.iter().any(|(pattern, paths)| {
             wildcard_match(pattern, command)
                 && paths.iter().any(|p| {
-                    // `/tmp/x` in settings means what the kernel reports as `/private/tmp/x`.
-                    canonical(p).is_ok_and(|p| target.starts_with(&p))
+                    // On macOS `/tmp/x` in settings means what the kernel reports as
+                    // `/private/tmp/x`; elsewhere the path is what it says.
+                    target.starts_with(p) || canonical(p).is_ok_and(|p| target.starts_with(&p))
                 })
         })
     }

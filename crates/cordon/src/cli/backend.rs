@@ -131,6 +131,8 @@ pub struct Elsewhere<'a> {
     pub net: &'a super::proxy::NetFlags,
     /// `--max-processes` as given: a container profile's default applies otherwise.
     pub max_processes_given: Option<u64>,
+    /// Denials not worth reporting (`ignore_violations` in the settings).
+    pub ignore_violations: &'a IgnoreViolations,
     /// `--publish` was given (containers publish with `CORDON_SANDBOX_PORTS` instead).
     pub publishes: bool,
     /// `--keep-env`: also passed into a container.
@@ -301,7 +303,7 @@ fn run_seatbelt(
         profile,
         &options.tmpdir,
         &options.tag,
-        &IgnoreViolations::default(),
+        run.ignore_violations,
         &Programs::default(),
     );
     let undone = guard.undo();

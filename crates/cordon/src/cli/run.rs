@@ -92,6 +92,9 @@ pub struct RunArgs {
     /// may only tighten.
     #[arg(long)]
     trust_project: bool,
+    /// `ignore_violations` from the settings: denials not worth reporting.
+    #[arg(skip)]
+    ignore_violations: cordon_sandbox::seatbelt::IgnoreViolations,
     /// Write what happened (exit code, timeout, what the sandbox blocked) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -206,6 +209,21 @@ pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
         eprintln!("cordon: warning: settings left out: {why}");
     }
     args.net.settle(&s);
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let expand = |p: &String| match (p.strip_prefix("~/"), &home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ => PathBuf::from(p),
+    };
+    args.ignore_violations.rules = s
+        .ignore_violations
+        .iter()
+        .map(|r| {
+            (
+                r.value.command.clone(),
+                r.value.paths.iter().map(expand).collect(),
+            )
+        })
+        .collect();
     args.fail_if_unavailable = value(s.fail_if_unavailable).unwrap_or(false);
     args.allow_write = value(s.allow_write).unwrap_or_default();
     // A shared settings file may name paths this machine lacks (~/.aws); nothing to protect
@@ -425,6 +443,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         max_processes_given: args.max_processes,
         publishes: !args.publish.is_empty(),
         keep_env: &args.keep_env,
+        ignore_violations: &args.ignore_violations,
     };
     tracing::debug!("sandbox spec: {spec:?}");
     if let Some(code) = super::backend::run_elsewhere(&args.backend, elsewhere)? {
@@ -481,6 +500,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             evidence: None,
         }))
         .chain(inferred.iter().cloned())
+        .filter(|v| {
+            // `ignore_violations` from the settings: what this command is known to touch.
+            let command = args.shell.clone().unwrap_or_else(|| args.command.join(" "));
+            !v.path.as_ref().is_some_and(|p| {
+                args.ignore_violations
+                    .ignores(&command, &p.display().to_string())
+            })
+        })
         .collect();
     let (code, timed_out, error) = match &result {
         Ok(outcome) => {
