@@ -264,6 +264,11 @@ fn merge_sorted(
 }
 
 impl PolicyEngine {
+    /// Whether calls to `tool` carry a shell command (`run_shell_command` and the like).
+    pub fn is_shell_tool(&self, tool: &str) -> bool {
+        self.shell_tools.iter().any(|t| t == tool)
+    }
+
     /// Builds the engine. A set with loading errors is refused: a rule that failed to load
     /// could be the deny that mattered.
     pub fn new(set: PolicySet, env: Environment) -> Result<Self, Vec<LoadIssue>> {

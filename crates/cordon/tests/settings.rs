@@ -645,3 +645,55 @@ fn ignored_violations_are_left_out_of_the_report_for_matching_commands_only() {
         "not ignored for another command"
     );
 }
+
+#[test]
+fn a_command_that_runs_sandboxed_need_not_ask_when_the_settings_say_so() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".config/cordon")).expect("mkdir");
+    let check = |command: &str| -> serde_json::Value {
+        let o = Command::new(common::cordon_bin())
+            .args(["check", "--tool", "run_shell_command", "--args"])
+            .arg(serde_json::json!({ "command": command }).to_string())
+            .arg("--exclude-tool=run_shell_command(curl)")
+            .env("HOME", &home)
+            .env_remove("XDG_CONFIG_HOME")
+            .env("CORDON_MANAGED_SETTINGS", dir.path().join("managed.toml"))
+            .current_dir(dir.path())
+            .output()
+            .expect("check");
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)))
+    };
+    assert_eq!(
+        check("npm install")["decision"],
+        "ask_user",
+        "asks by default"
+    );
+    std::fs::write(
+        home.join(".config/cordon/cordon.toml"),
+        "[sandbox]\nauto_allow_if_sandboxed = true\nexcluded_commands = [\"docker\"]\n",
+    )
+    .expect("write");
+    let v = check("npm install");
+    assert_eq!(v["decision"], "allow", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("runs sandboxed")),
+        "{v}"
+    );
+    let v = check("make && docker push img");
+    assert_eq!(
+        v["decision"], "ask_user",
+        "an excluded command runs outside: {v}"
+    );
+    let v = check("curl https://example.com");
+    assert_eq!(v["decision"], "deny", "a deny holds: {v}");
+    // Sandbox turned off: nothing runs sandboxed, so asking is back.
+    std::fs::write(
+        home.join(".config/cordon/cordon.toml"),
+        "[sandbox]\nauto_allow_if_sandboxed = true\nenabled = false\n",
+    )
+    .expect("write");
+    assert_eq!(check("npm install")["decision"], "ask_user");
+}

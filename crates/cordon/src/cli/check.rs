@@ -4,7 +4,7 @@ use std::io::{BufRead, Read, Write};
 
 use anyhow::Context;
 use clap::Args;
-use cordon_policy::{ApprovalMode, ProcessRunner, ToolCall};
+use cordon_policy::{ApprovalMode, Decision, Outcome, PolicyEngine, ProcessRunner, Tier, ToolCall};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -44,11 +44,15 @@ pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
     if !args.jsonl {
         let call = args.call.call()?;
         let engine = args.policy.engine()?;
-        let outcome = engine.check(&call, args.policy.options(), &ProcessRunner);
+        let auto = args.policy.auto_allow()?;
+        let mut outcome = engine.check(&call, args.policy.options(), &ProcessRunner);
+        if let Some(auto) = &auto {
+            outcome = auto.apply(&engine, &call, outcome);
+        }
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(exit::OK);
     }
-    let mut engine = Ok(args.policy.engine()?);
+    let mut engine = Ok((args.policy.engine()?, args.policy.auto_allow()?));
     let mut stamp = args.policy.fingerprint();
     let mut input = std::io::stdin().lock();
     let mut out = std::io::stdout().lock();
@@ -82,7 +86,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
             let now = args.policy.fingerprint();
             if now != stamp {
                 stamp = now;
-                engine = args.policy.engine();
+                engine = args
+                    .policy
+                    .engine()
+                    .and_then(|e| Ok((e, args.policy.auto_allow()?)));
                 match &engine {
                     Ok(_) => tracing::info!("policy or settings changed: reloaded"),
                     Err(e) => tracing::warn!("policy or settings changed and do not load: {e:#}"),
@@ -92,10 +99,14 @@ pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
                 (Ok(_), Err(e)) => json!({
                     "error": format!("line {n}: the policy or settings changed and no longer load; fix them: {e:#}")
                 }),
-                (Ok((call, mode)), Ok(engine)) => {
+                (Ok((call, mode)), Ok((engine, auto))) => {
                     let mut opts = args.policy.options();
                     opts.mode = mode;
-                    serde_json::to_value(engine.check(&call, opts, &ProcessRunner))?
+                    let mut outcome = engine.check(&call, opts, &ProcessRunner);
+                    if let Some(auto) = auto {
+                        outcome = auto.apply(engine, &call, outcome);
+                    }
+                    serde_json::to_value(outcome)?
                 }
                 // A bad line gets an error in its place, so answers stay in step with requests.
                 (Err(e), _) => json!({ "error": format!("line {n}: {e}") }),
@@ -175,4 +186,67 @@ fn parse_request(
     call.annotations = req.annotations;
     call.subagent = req.subagent;
     Ok((call, mode))
+}
+
+/// `sandbox.auto_allow_if_sandboxed`: a shell command that will run in the sandbox need not
+/// ask. Only the defaults' asks give way: an ask someone wrote into a policy holds, and so does
+/// every deny.
+#[derive(Debug, Clone)]
+pub struct AutoAllow {
+    /// Where the setting came from, for the reason.
+    from: String,
+    /// `sandbox.excluded_commands`: these run outside the sandbox, so still ask.
+    excluded: Vec<String>,
+}
+
+impl AutoAllow {
+    pub fn from_settings(s: &crate::settings::Settings) -> Option<Self> {
+        let on = s.auto_allow_if_sandboxed.as_ref().filter(|v| v.value)?;
+        if s.enabled.as_ref().is_some_and(|e| !e.value) {
+            return None;
+        }
+        if let Some(p) = &s.enabled_platforms
+            && !p.value.iter().any(|os| os == std::env::consts::OS)
+        {
+            return None;
+        }
+        Some(AutoAllow {
+            from: on.from.to_string(),
+            excluded: crate::settings::value(s.excluded_commands.clone()).unwrap_or_default(),
+        })
+    }
+
+    pub fn apply(&self, engine: &PolicyEngine, call: &ToolCall, mut o: Outcome) -> Outcome {
+        if o.decision != Decision::AskUser
+            || !engine.is_shell_tool(&call.name)
+            || o.rule.as_ref().is_some_and(|r| r.tier != Tier::Default)
+        {
+            return o;
+        }
+        let command = call.args["command"].as_str().unwrap_or_default();
+        if self.excluded.iter().any(|p| runs_excluded(p, command)) {
+            return o;
+        }
+        o.decision = Decision::Allow;
+        o.reason = format!(
+            "{}; allowed without asking: it runs sandboxed (sandbox.auto_allow_if_sandboxed, {})",
+            o.reason, self.from
+        );
+        o
+    }
+}
+
+/// Whether any command in `script` starts with the excluded command `pattern` (`docker`,
+/// `docker *`, `npm run build`). Read loosely on purpose: a false match only means asking.
+fn runs_excluded(pattern: &str, script: &str) -> bool {
+    let words: Vec<&str> = pattern.trim_end_matches('*').split_whitespace().collect();
+    if words.is_empty() {
+        return true;
+    }
+    script
+        .split(|c| matches!(c, ';' | '&' | '|' | '(' | ')' | '`' | '\n' | '$'))
+        .any(|part| {
+            let have: Vec<&str> = part.split_whitespace().collect();
+            (0..have.len()).any(|i| have[i..].starts_with(&words))
+        })
 }

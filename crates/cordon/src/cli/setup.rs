@@ -67,19 +67,32 @@ impl PolicyFlags {
         Ok(Environment { cwd, workspaces })
     }
 
-    /// The tool settings: cordon.toml's `[policy]` tables merged under these flags (the
-    /// workspace's file counts as trusted only with --trust-workspace).
-    fn tool_settings(&self, env: &Environment) -> anyhow::Result<SettingsRules> {
+    /// cordon.toml's layers merged under these flags (the workspace's file counts as trusted
+    /// only with --trust-workspace).
+    pub fn settings(&self, env: &Environment) -> anyhow::Result<crate::settings::Settings> {
         let flags = crate::settings::LayerValues {
             allowed_tools: crate::settings::some(&self.allowed_tools),
             excluded_tools: self.excluded_tools.clone(),
             ..Default::default()
         };
-        let s = crate::settings::load(
+        crate::settings::load(
             &crate::settings::Places::from(&env.cwd),
             flags,
             self.trust_workspace,
-        )?;
+        )
+    }
+
+    /// `sandbox.auto_allow_if_sandboxed`, when the settings turn it on.
+    pub fn auto_allow(&self) -> anyhow::Result<Option<super::check::AutoAllow>> {
+        let env = self.environment()?;
+        Ok(super::check::AutoAllow::from_settings(
+            &self.settings(&env)?,
+        ))
+    }
+
+    /// The tool settings: cordon.toml's `[policy]` tables merged under these flags.
+    fn tool_settings(&self, env: &Environment) -> anyhow::Result<SettingsRules> {
+        let s = self.settings(env)?;
         Ok(SettingsRules {
             allowed_tools: crate::settings::value(s.allowed_tools).unwrap_or_default(),
             excluded_tools: crate::settings::all(s.excluded_tools),
