@@ -244,7 +244,7 @@ fn runs_excluded(pattern: &str, script: &str) -> bool {
         return true;
     }
     script
-        .split(|c| matches!(c, ';' | '&' | '|' | '(' | ')' | '`' | '\n' | '$'))
+        .split([';', '&', '|', '(', ')', '`', '\n', '$'])
         .any(|part| {
             let have: Vec<&str> = part.split_whitespace().collect();
             (0..have.len()).any(|i| have[i..].starts_with(&words))
