@@ -697,3 +697,24 @@ fn a_command_that_runs_sandboxed_need_not_ask_when_the_settings_say_so() {
     .expect("write");
     assert_eq!(check("npm install")["decision"], "ask_user");
 }
+
+#[test]
+fn policy_lint_speaks_json_too() {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        dir.path().join("p.toml"),
+        "[[rule]]\ntoolName = \"x\"\ndecison = \"allow\"\n",
+    )
+    .expect("write");
+    let o = Command::new(common::cordon_bin())
+        .args(["policy", "lint", "--json"])
+        .arg(dir.path())
+        .output()
+        .expect("lint");
+    assert_eq!(o.status.code(), Some(1), "errors found");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let issue = &v["issues"][0];
+    assert_eq!(issue["line"], 3, "{v}");
+    assert_eq!(issue["hint"], "did you mean `decision`?", "{v}");
+    assert!(v["errors"].as_u64().is_some_and(|n| n >= 1), "{v}");
+}

@@ -28,6 +28,9 @@ pub struct LintArgs {
     /// Directories or files to lint (as user-tier policies). Without any, lints everything
     /// `cordon check` would load with the same flags.
     dirs: Vec<PathBuf>,
+    /// Print the problems as JSON: {"rules","errors","warnings","issues":[…]}.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     policy: PolicyFlags,
 }
@@ -77,15 +80,25 @@ fn lint(args: LintArgs) -> anyhow::Result<u8> {
         }
     };
     let set = load(&sources);
-    for issue in &set.issues {
-        println!("{issue}");
-    }
     let errors = set.issues.iter().filter(|i| i.is_error()).count();
     let warnings = set.issues.len() - errors;
-    println!(
-        "{} rule(s) loaded; {errors} error(s), {warnings} warning(s)",
-        set.rules.len()
-    );
+    if args.json {
+        let report = serde_json::json!({
+            "rules": set.rules.len(),
+            "errors": errors,
+            "warnings": warnings,
+            "issues": set.issues,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for issue in &set.issues {
+            println!("{issue}");
+        }
+        println!(
+            "{} rule(s) loaded; {errors} error(s), {warnings} warning(s)",
+            set.rules.len()
+        );
+    }
     Ok(if errors > 0 {
         exit::LINT_ERRORS
     } else {
