@@ -1,6 +1,8 @@
 //! `cordon`: the command-line front of the policy engine (and, later, the sandbox).
 
 mod cli;
+#[cfg(unix)]
+mod exec;
 
 use std::process::ExitCode;
 

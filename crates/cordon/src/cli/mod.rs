@@ -4,6 +4,8 @@
 mod backend;
 mod check;
 #[cfg(unix)]
+mod exec;
+#[cfg(unix)]
 mod paths;
 mod policy;
 #[cfg(unix)]
@@ -11,6 +13,8 @@ mod proxy;
 #[cfg(unix)]
 mod run;
 mod setup;
+#[cfg(unix)]
+mod shell;
 
 use std::path::PathBuf;
 
@@ -40,6 +44,14 @@ enum Command {
     /// but loopback, and holds no privileges.
     #[cfg(unix)]
     Run(run::RunArgs),
+    /// For agents: check and run commands in the sandbox over JSON lines, several at once,
+    /// with their output streamed, cancel and ask/answer (docs/PROTOCOL.md).
+    #[cfg(unix)]
+    Exec(exec::ExecArgs),
+    /// An interactive shell for a person: each line is checked by the policy (asking when it
+    /// says ask_user) and runs in the sandbox; Ctrl-C cancels the command, `exit` leaves.
+    #[cfg(unix)]
+    Shell(shell::ShellArgs),
     /// cordon's egress proxy on its own (HTTP and SOCKS5 on each address), for containers
     /// and other tools: only the allowed hosts are reachable; refusals print as JSON lines.
     #[cfg(target_os = "linux")]
@@ -131,6 +143,10 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Policy(cmd) => policy::run(cmd),
         #[cfg(unix)]
         Command::Run(args) => run::run(args),
+        #[cfg(unix)]
+        Command::Exec(args) => exec::run(args),
+        #[cfg(unix)]
+        Command::Shell(args) => shell::run(args),
         #[cfg(target_os = "linux")]
         Command::Proxy(args) => proxy::proxy(args),
         #[cfg(unix)]

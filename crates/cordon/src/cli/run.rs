@@ -1,5 +1,6 @@
 //! `cordon run`: a command in the sandbox.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,8 +23,10 @@ enum Network {
     Host,
 }
 
-#[derive(Debug, Args)]
-pub struct RunArgs {
+/// The settings of a sandbox, shared by `run`, `exec` and `shell`; `exec` and `shell` hand them
+/// on to the `cordon run` each command runs in (see [`SandboxFlags::to_args`]).
+#[derive(Debug, Args, Clone)]
+pub struct SandboxFlags {
     /// A path the command may write besides the working directory (repeatable).
     #[arg(long = "allow-write", value_name = "PATH")]
     allow_write: Vec<PathBuf>,
@@ -71,11 +74,21 @@ pub struct RunArgs {
     /// namespaces are unavailable.
     #[arg(long)]
     fail_if_unavailable: bool,
+    #[command(flatten)]
+    pub(super) net: super::proxy::NetFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    sandbox: SandboxFlags,
     /// Write what happened (exit code, timeout, what the sandbox blocked) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
-    #[command(flatten)]
-    net: super::proxy::NetFlags,
+    /// What the sandbox blocked and what is weaker than asked go only to --report, not to
+    /// standard error (for `cordon exec`, which reports them as events).
+    #[arg(long, hide = true, requires = "report")]
+    report_only: bool,
     /// Run this string with /bin/sh -c.
     #[arg(short = 'c', value_name = "SHELL STRING", conflicts_with = "command")]
     shell: Option<String>,
@@ -84,6 +97,65 @@ pub struct RunArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+impl SandboxFlags {
+    /// The default time limit of each command, if any.
+    pub fn timeout(&self) -> Option<f64> {
+        self.timeout
+    }
+
+    /// Whether the command sees the host's network.
+    pub fn host_network(&self) -> bool {
+        matches!(self.network, Network::Host)
+    }
+
+    /// These settings as `cordon run` flags, for the child process each command of `exec` and
+    /// `shell` runs in, less `--timeout`, which each run sets for itself.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut out: Vec<OsString> = Vec::new();
+        let mut paths = |flag: &str, list: &[PathBuf]| {
+            for p in list {
+                out.push(flag.into());
+                out.push(p.into());
+            }
+        };
+        paths("--allow-write", &self.allow_write);
+        paths("--deny-write", &self.deny_write);
+        paths("--deny-read", &self.deny_read);
+        paths("--allow-read", &self.allow_read);
+        paths("--allow-unix-socket", &self.allow_unix_socket);
+        let mut pair = |flag: &str, value: String| {
+            out.push(flag.into());
+            out.push(value.into());
+        };
+        if let Network::Host = self.network {
+            pair("--network", "host".into());
+        }
+        for k in &self.keep_env {
+            pair("--keep-env", k.clone());
+        }
+        for k in &self.deny_env {
+            pair("--deny-env", k.clone());
+        }
+        if let Some(n) = self.max_processes {
+            pair("--max-processes", n.to_string());
+        }
+        if let Some(n) = self.memory {
+            pair("--memory", n.to_string());
+        }
+        if let Some(n) = self.cpu_time {
+            pair("--cpu-time", n.to_string());
+        }
+        if let Some(n) = self.cpus {
+            pair("--cpus", format!("{}.{:03}", n / 1000, n % 1000));
+        }
+        if self.fail_if_unavailable {
+            out.push("--fail-if-unavailable".into());
+        }
+        out.extend(self.net.to_args().into_iter().map(OsString::from));
+        out
+    }
 }
 
 /// The `--deny-env` patterns as one matcher over variable names.
@@ -150,7 +222,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         (None, false) => args.command.clone(),
         (None, true) => bail!("give a command after `--` or a shell string with -c"),
     };
-    let timeout = match args.timeout {
+    let timeout = match args.sandbox.timeout {
         Some(t) if !(t > 0.0 && t.is_finite()) => {
             bail!("--timeout must be a positive number of seconds")
         }
@@ -159,8 +231,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     };
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = std::fs::canonicalize(&cwd).context("cannot resolve the current directory")?;
-    let mut writable = resolve_all(&args.allow_write, &cwd, Flag::AllowWrite)?;
-    let mut read_only = resolve_all(&args.deny_write, &cwd, Flag::DenyWrite)?;
+    let mut writable = resolve_all(&args.sandbox.allow_write, &cwd, Flag::AllowWrite)?;
+    let mut read_only = resolve_all(&args.sandbox.deny_write, &cwd, Flag::DenyWrite)?;
     // In a linked git worktree, `git commit` writes into the main repository's objects and
     // refs; allow those, not its config or hooks.
     writable.extend(linked_worktree_writable(&cwd));
@@ -185,17 +257,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             })
             .cloned(),
     );
-    let hidden = resolve_all(&args.deny_read, &cwd, Flag::DenyRead)?;
-    let reopened = resolve_all(&args.allow_read, &cwd, Flag::AllowRead)?;
-    let unix_sockets = resolve_all(&args.allow_unix_socket, &cwd, Flag::AllowUnixSocket)?;
+    let hidden = resolve_all(&args.sandbox.deny_read, &cwd, Flag::DenyRead)?;
+    let reopened = resolve_all(&args.sandbox.allow_read, &cwd, Flag::AllowRead)?;
+    let unix_sockets = resolve_all(&args.sandbox.allow_unix_socket, &cwd, Flag::AllowUnixSocket)?;
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-    let (mut env, _removed) = filter_environment(vars, &args.keep_env);
-    if !args.deny_env.is_empty() {
-        let denied = env_patterns(&args.deny_env)?;
-        env.retain(|(k, _)| args.keep_env.contains(k) || !denied.is_match(k));
+    let (mut env, _removed) = filter_environment(vars, &args.sandbox.keep_env);
+    if !args.sandbox.deny_env.is_empty() {
+        let denied = env_patterns(&args.sandbox.deny_env)?;
+        env.retain(|(k, _)| args.sandbox.keep_env.contains(k) || !denied.is_match(k));
     }
-    let isolation = if args.fail_if_unavailable {
+    let isolation = if args.sandbox.fail_if_unavailable {
         Isolation::Namespaces
     } else if std::env::var_os("CORDON_SANDBOX_LANDLOCK_ONLY").is_some() {
         // What runs where user namespaces are missing, on demand: for tests, and for people
@@ -209,21 +281,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     // each PID namespace has its own pid_max, that bounds processes too, for root as well:
     // root's default limit then needs no pids group, whose set-up (a cgroup v1 attach) can
     // stall a run for milliseconds. An explicit --max-processes stays exact.
-    let max_processes = args.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES);
+    let max_processes = args.sandbox.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES);
     let pid_max = (isolation != Isolation::LandlockOnly && super::backend::pid_max_per_namespace())
         .then_some(max_processes + 1);
     let wanted = Limits {
         max_processes: Some(max_processes),
         pid_max,
-        memory_bytes: args.memory,
-        cpu_seconds: args.cpu_time,
-        cpu_millis: args.cpus,
+        memory_bytes: args.sandbox.memory,
+        cpu_seconds: args.sandbox.cpu_time,
+        cpu_millis: args.sandbox.cpus,
         timeout,
     };
     let grouped = Limits {
         max_processes: wanted
             .max_processes
-            .filter(|_| args.max_processes.is_some() || pid_max.is_none()),
+            .filter(|_| args.sandbox.max_processes.is_some() || pid_max.is_none()),
         ..wanted
     };
     let (groups, missed) = if args.backend.runs_linux() {
@@ -263,20 +335,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         unix_sockets,
         limits,
         cgroups: groups.procs_files(),
-        network: match args.network {
+        network: match args.sandbox.network {
             Network::None => NetworkMode::None,
             Network::Host => NetworkMode::Host,
         },
         isolation,
         allow_local_binding: false,
     };
-    if args.net.any_allowed() && matches!(args.network, Network::Host) {
+    if args.sandbox.net.any_allowed() && matches!(args.sandbox.network, Network::Host) {
         bail!("--allow-domain needs the sandbox's own network (--network none, the default)");
     }
     let elsewhere = Elsewhere {
         spec: &spec,
         wanted: &wanted,
-        deny_read: &args.deny_read,
+        deny_read: &args.sandbox.deny_read,
         own_settings: &own_settings,
         report: args.report.as_deref(),
     };
@@ -285,7 +357,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let mut spec = spec;
     // Allowed hosts: cordon's proxy becomes the command's only way out.
-    let proxy = RunProxy::start(&args.net)?;
+    let proxy = RunProxy::start(&args.sandbox.net)?;
     if let Some((_, endpoint)) = &proxy {
         let vars = super::proxy::environment(endpoint);
         spec.env.retain(|(k, _)| !vars.iter().any(|(v, _)| v == k));
@@ -311,7 +383,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         ),
         Err(_) => (&[][..], &[][..], &[][..]),
     };
-    if !weaker.is_empty() {
+    if !weaker.is_empty() && !args.report_only {
         eprintln!("cordon: warning: this run is confined less strictly than asked:");
         for w in weaker {
             eprintln!("cordon:   - {w}");
@@ -336,7 +408,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .collect();
     let (code, timed_out, error) = match &result {
         Ok(outcome) => {
-            if outcome.timed_out {
+            if outcome.timed_out && !args.report_only {
                 eprintln!("cordon: the command ran longer than --timeout and was killed");
             }
             (
@@ -357,6 +429,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         timed_out,
         error,
         args.report.as_deref(),
+        args.report_only,
     )?;
     Ok(code)
 }
@@ -370,8 +443,9 @@ pub(super) fn tell_what_happened(
     timed_out: bool,
     error: Option<String>,
     report: Option<&Path>,
+    report_only: bool,
 ) -> anyhow::Result<()> {
-    if !blocked.is_empty() {
+    if !blocked.is_empty() && !report_only {
         eprintln!("cordon: ---- blocked by the sandbox ----");
         for v in blocked {
             eprintln!("cordon: {}", v.describe());
