@@ -495,3 +495,75 @@ pub fn doctor(json: bool) -> anyhow::Result<u8> {
     }
     Ok(if missing_required { 1 } else { 0 })
 }
+
+#[cfg(test)]
+mod sandbox_flags_tests {
+    use clap::Parser;
+
+    use super::SandboxFlags;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        sandbox: SandboxFlags,
+    }
+
+    fn parse(args: &[std::ffi::OsString]) -> SandboxFlags {
+        let argv = std::iter::once("cordon".into()).chain(args.iter().cloned());
+        Wrapper::try_parse_from(argv).expect("parses").sandbox
+    }
+
+    /// `exec` and `shell` hand their flags to each `cordon run`: every one must arrive as given.
+    #[test]
+    fn every_flag_survives_the_trip_to_a_child_cordon_run() {
+        let given: Vec<std::ffi::OsString> = [
+            "--allow-write",
+            "a",
+            "--allow-write",
+            "b c",
+            "--deny-write",
+            "d",
+            "--deny-read",
+            "e",
+            "--allow-read",
+            "f",
+            "--network",
+            "host",
+            "--allow-unix-socket",
+            "/s",
+            "--keep-env",
+            "K",
+            "--deny-env",
+            "MY_*",
+            "--max-processes",
+            "7",
+            "--memory",
+            "5M",
+            "--cpu-time",
+            "3",
+            "--cpus",
+            "0.25",
+            "--fail-if-unavailable",
+            "--allow-domain",
+            "x.example",
+            "--deny-domain",
+            "y.example",
+            "--resolve",
+            "x.example=127.0.0.1",
+            "--upstream-proxy",
+            "http://127.0.0.1:1",
+            "--allow-private-ips",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        let flags = parse(&given);
+        let again = parse(&flags.to_args());
+        assert_eq!(format!("{flags:?}"), format!("{again:?}"));
+        // Nothing given, nothing passed; the timeout is each run's own.
+        let mut with_timeout = given.clone();
+        with_timeout.extend(["--timeout".into(), "9".into()]);
+        assert!(!parse(&with_timeout).to_args().contains(&"--timeout".into()));
+        assert!(parse(&[]).to_args().is_empty());
+    }
+}
