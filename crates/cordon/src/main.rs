@@ -1,6 +1,8 @@
 //! `cordon`: the command-line front of the policy engine (and, later, the sandbox).
 
 mod cli;
+#[cfg(unix)]
+mod exec;
 mod settings;
 
 use std::process::ExitCode;

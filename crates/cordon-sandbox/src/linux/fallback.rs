@@ -180,7 +180,7 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
     };
     // From here on this process is the supervisor. cordon's death raises the alarm too, so
     // that the cleanup below still runs.
-    let _ = sys::forward_signals_to(command);
+    let _ = sys::forward_signals_to_group(command);
     sys::kill_on_alarm(command, spec.limits.timeout).map_err(|e| Failure::io("timeout", e, ""))?;
     sys::die_with_parent(libc::SIGALRM).map_err(|e| Failure::io("die-with-parent", e, ""))?;
     let code = match sys::wait(command) {

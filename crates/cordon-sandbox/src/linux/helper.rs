@@ -111,6 +111,7 @@ fn enter(
     without_namespaces: Option<String>,
 ) -> Result<Never, Failure> {
     sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
+    sys::own_process_group().map_err(|e| Failure::io("setpgid", e, ""))?;
     if sys::getppid() != parent {
         return Err(Failure(
             exit::SETUP_FAILED,
@@ -211,6 +212,7 @@ pub(super) fn start_namespaced(
             drop(go_writer);
             let result = sys::die_with_parent(libc::SIGKILL)
                 .map_err(|e| Failure::io("die-with-parent", e, ""))
+                .and_then(|()| sys::own_process_group().map_err(|e| Failure::io("setpgid", e, "")))
                 .and_then(|()| {
                     let mut go = [0u8; 1];
                     match go_reader.read(&mut go) {
@@ -363,7 +365,7 @@ fn init(
             Err(f) => report(errors, &f),
         },
     };
-    let _ = sys::forward_signals_to(command);
+    let _ = sys::forward_signals_to_group(command);
     // Our copy of the error channel must not keep the parent waiting; the command's copy
     // closes when it execs.
     drop(errors.take());

@@ -152,6 +152,14 @@ pub fn default_sigpipe() {
     }
 }
 
+/// Leaves the caller's process group for one of its own, so that a terminal's signals (Ctrl-C,
+/// window changes), which go to its foreground group, reach cordon alone and arrive here once,
+/// passed on, instead of twice.
+pub fn own_process_group() -> io::Result<()> {
+    // SAFETY: setpgid takes integers only.
+    check(unsafe { libc::setpgid(0, 0) }).map(drop)
+}
+
 pub fn set_no_new_privs() -> io::Result<()> {
     // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
@@ -388,23 +396,38 @@ pub fn loopback_up() -> io::Result<()> {
 /// The process signals are passed on to (0: none yet).
 static FORWARD_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
+/// Whether signals go to the process group `FORWARD_TO` leads rather than to it alone.
+static FORWARD_GROUP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 extern "C" fn forward(signal: libc::c_int) {
     let pid = FORWARD_TO.load(std::sync::atomic::Ordering::Relaxed);
     if pid > 0 {
-        // SAFETY: kill is async-signal-safe and takes integers only.
-        unsafe { libc::kill(pid, signal) };
+        // SAFETY: kill is async-signal-safe and takes integers only; a negative pid names a
+        // process group.
+        unsafe {
+            // Until the command has made its own session there is no such group yet.
+            if FORWARD_GROUP.load(std::sync::atomic::Ordering::Relaxed)
+                && libc::kill(-pid, signal) == 0
+            {
+                return;
+            }
+            libc::kill(pid, signal);
+        }
     }
 }
 
 /// Signals a user or an agent sends to end or poke a command. They are passed down the chain
-/// cordon → helper → PID 1 → command instead of killing the middle of it.
-pub const FORWARDED: [libc::c_int; 6] = [
+/// cordon → helper → PID 1 → command instead of killing the middle of it. SIGWINCH, which
+/// ends nothing, tells a program on a terminal cordon made for it (`cordon exec`) that the
+/// window was resized: the command has no controlling terminal, so only cordon hears it.
+pub const FORWARDED: [libc::c_int; 7] = [
     libc::SIGINT,
     libc::SIGTERM,
     libc::SIGHUP,
     libc::SIGQUIT,
     libc::SIGUSR1,
     libc::SIGUSR2,
+    libc::SIGWINCH,
 ];
 
 /// From now on, passes the signals in [`FORWARDED`] on to `pid`.
@@ -422,6 +445,14 @@ pub fn forward_signals_to(pid: libc::pid_t) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// From now on, passes the signals in [`FORWARDED`] on to the process group `pid` leads (the
+/// command, in the session it makes), as a terminal would: `sh -c 'prog'` that does not exec
+/// `prog` still lets `prog` hear Ctrl-C and window changes.
+pub fn forward_signals_to_group(pid: libc::pid_t) -> io::Result<()> {
+    FORWARD_GROUP.store(true, std::sync::atomic::Ordering::Relaxed);
+    forward_signals_to(pid)
 }
 
 /// Starts a new session: the command has no controlling terminal, so it cannot push input

@@ -325,7 +325,7 @@ fn run_seatbelt(
             (e.exit_code(), false, Some(e.to_string()))
         }
     };
-    super::run::tell_what_happened(&blocked, &weaker, code, timed_out, error, run.report)?;
+    super::run::tell_what_happened(&blocked, &weaker, code, timed_out, error, run.report, false)?;
     Ok(code)
 }
 

@@ -120,11 +120,14 @@ pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
 
 /// Longest request line read; a longer one is answered with an error and skipped, so a
 /// runaway client cannot make cordon hold unbounded memory.
-const MAX_LINE: usize = 1 << 20;
+pub(super) const MAX_LINE: usize = 1 << 20;
 
 /// Reads one line into `buf` (without the newline). `None` at end of input; `Some(false)` if
 /// the line was longer than `MAX_LINE` (the rest of it is consumed and dropped).
-fn read_line(input: &mut impl BufRead, buf: &mut Vec<u8>) -> anyhow::Result<Option<bool>> {
+pub(super) fn read_line(
+    input: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+) -> anyhow::Result<Option<bool>> {
     buf.clear();
     let read = input
         .by_ref()
@@ -166,8 +169,18 @@ fn parse_request(
     line: &str,
     default_mode: ApprovalMode,
 ) -> Result<(ToolCall, ApprovalMode), String> {
-    let req: Request =
+    let value: Value =
         serde_json::from_str(line).map_err(|e| format!("not a valid request: {e}"))?;
+    parse_call(value, default_mode)
+}
+
+/// One call as `check --jsonl` takes it (`cordon exec` takes the same, with `type` and `id`).
+pub(super) fn parse_call(
+    value: Value,
+    default_mode: ApprovalMode,
+) -> Result<(ToolCall, ApprovalMode), String> {
+    let req: Request =
+        serde_json::from_value(value).map_err(|e| format!("not a valid request: {e}"))?;
     if req.tool.is_empty() {
         return Err("`tool` cannot be empty".into());
     }

@@ -563,7 +563,7 @@ pub fn run_container(
             evidence: None,
         })
         .collect();
-    super::run::tell_what_happened(&blocked, &[], code, timed_out, None, run.report)?;
+    super::run::tell_what_happened(&blocked, &[], code, timed_out, None, run.report, false)?;
     Ok(code)
 }
 

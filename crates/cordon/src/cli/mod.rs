@@ -9,6 +9,8 @@ mod config;
 #[cfg(unix)]
 mod container;
 #[cfg(unix)]
+mod exec;
+#[cfg(unix)]
 mod explain;
 #[cfg(unix)]
 mod paths;
@@ -18,6 +20,8 @@ mod proxy;
 #[cfg(unix)]
 mod run;
 mod setup;
+#[cfg(unix)]
+mod shell;
 
 pub use setup::user_settings_dir;
 
@@ -74,6 +78,14 @@ enum Command {
     /// but loopback, and holds no privileges.
     #[cfg(unix)]
     Run(Box<run::RunArgs>),
+    /// For agents: check and run commands in the sandbox over JSON lines, several at once,
+    /// with their output streamed, cancel and ask/answer (docs/PROTOCOL.md).
+    #[cfg(unix)]
+    Exec(Box<exec::ExecArgs>),
+    /// An interactive shell for a person: each line is checked by the policy (asking when it
+    /// says ask_user) and runs in the sandbox; Ctrl-C cancels the command, `exit` leaves.
+    #[cfg(unix)]
+    Shell(Box<shell::ShellArgs>),
     /// cordon's egress proxy on its own (HTTP and SOCKS5 on each address), for containers
     /// and other tools: only the allowed hosts are reachable; refusals print as JSON lines.
     #[cfg(target_os = "linux")]
@@ -222,6 +234,10 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         #[cfg(unix)]
         Command::Run(args) => run::run(*args),
+        #[cfg(unix)]
+        Command::Exec(args) => exec::run(*args),
+        #[cfg(unix)]
+        Command::Shell(args) => shell::run(*args),
         #[cfg(target_os = "linux")]
         Command::Proxy(args) => proxy::proxy(args),
         #[cfg(unix)]

@@ -97,8 +97,8 @@ impl NetFlags {
         Ok(table)
     }
 
-    /// The same flags, to start a proxy process with.
-    fn to_args(&self) -> Vec<String> {
+    /// The same flags, to start a proxy process (or a child `cordon run`) with.
+    pub fn to_args(&self) -> Vec<String> {
         let mut args = Vec::new();
         for (flag, list) in [
             ("--allow-domain", &self.allow_domain),

@@ -1,5 +1,6 @@
 //! `cordon run`: a command in the sandbox.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -23,8 +24,10 @@ enum Network {
     Host,
 }
 
-#[derive(Debug, Args)]
-pub struct RunArgs {
+/// The settings of a sandbox, shared by `run`, `exec` and `shell`; `exec` and `shell` hand them
+/// on to the `cordon run` each command runs in (see [`SandboxFlags::to_args`]).
+#[derive(Debug, Args, Clone)]
+pub struct SandboxFlags {
     /// A path the command may write besides the working directory (repeatable).
     #[arg(long = "allow-write", value_name = "PATH")]
     allow_write: Vec<PathBuf>,
@@ -76,10 +79,6 @@ pub struct RunArgs {
     /// host reaches unless published (matters where that loopback would be the host's).
     #[arg(long)]
     allow_local_binding: bool,
-    /// Forward 127.0.0.1:HOST_PORT on the host to PORT on the sandbox's own loopback, e.g. a
-    /// dev server's (repeatable; implies --allow-local-binding).
-    #[arg(long, value_name = "[HOST_PORT:]PORT")]
-    publish: Vec<super::proxy::Publish>,
     /// A profile shipped with cordon, applied over the settings files: read-only,
     /// workspace-write, offline or dev (`cordon config show --profile NAME` shows it).
     #[arg(long, value_name = "NAME", value_parser = settings::parse_profile)]
@@ -92,14 +91,28 @@ pub struct RunArgs {
     /// may only tighten.
     #[arg(long)]
     trust_project: bool,
+    #[command(flatten)]
+    pub(super) net: super::proxy::NetFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub(super) sandbox: SandboxFlags,
+    /// Forward 127.0.0.1:HOST_PORT on the host to PORT on the sandbox's own loopback, e.g. a
+    /// dev server's (repeatable; implies --allow-local-binding).
+    #[arg(long, value_name = "[HOST_PORT:]PORT")]
+    publish: Vec<super::proxy::Publish>,
     /// `ignore_violations` from the settings: denials not worth reporting.
     #[arg(skip)]
     ignore_violations: cordon_sandbox::seatbelt::IgnoreViolations,
     /// Write what happened (exit code, timeout, what the sandbox blocked) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
-    #[command(flatten)]
-    net: super::proxy::NetFlags,
+    /// What the sandbox blocked and what is weaker than asked go only to --report, not to
+    /// standard error (for `cordon exec`, which reports them as events).
+    #[arg(long, hide = true, requires = "report")]
+    report_only: bool,
     /// Run this string with /bin/sh -c.
     #[arg(short = 'c', value_name = "SHELL STRING", conflicts_with = "command")]
     shell: Option<String>,
@@ -108,6 +121,79 @@ pub struct RunArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+impl SandboxFlags {
+    /// The default time limit of each command, if any.
+    pub fn timeout(&self) -> Option<f64> {
+        self.timeout
+    }
+
+    /// Whether the command sees the host's network.
+    pub fn host_network(&self) -> bool {
+        matches!(self.network, Network::Host)
+    }
+
+    /// These settings as `cordon run` flags, for the child process each command of `exec` and
+    /// `shell` runs in, less `--timeout`, which each run sets for itself.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut out: Vec<OsString> = Vec::new();
+        let mut paths = |flag: &str, list: &[PathBuf]| {
+            for p in list {
+                out.push(flag.into());
+                out.push(p.into());
+            }
+        };
+        paths("--allow-write", &self.allow_write);
+        paths("--deny-write", &self.deny_write);
+        paths("--deny-read", &self.deny_read);
+        paths("--allow-read", &self.allow_read);
+        paths("--allow-unix-socket", &self.allow_unix_socket);
+        let mut pair = |flag: &str, value: String| {
+            out.push(flag.into());
+            out.push(value.into());
+        };
+        if let Network::Host = self.network {
+            pair("--network", "host".into());
+        }
+        for k in &self.keep_env {
+            pair("--keep-env", k.clone());
+        }
+        for k in &self.deny_env {
+            pair("--deny-env", k.clone());
+        }
+        if let Some(n) = self.max_processes {
+            pair("--max-processes", n.to_string());
+        }
+        if let Some(n) = self.memory {
+            pair("--memory", n.to_string());
+        }
+        if let Some(n) = self.cpu_time {
+            pair("--cpu-time", n.to_string());
+        }
+        if let Some(n) = self.cpus {
+            pair("--cpus", format!("{}.{:03}", n / 1000, n % 1000));
+        }
+        if self.fail_if_unavailable {
+            out.push("--fail-if-unavailable".into());
+        }
+        if self.allow_local_binding {
+            out.push("--allow-local-binding".into());
+        }
+        if self.trust_project {
+            out.push("--trust-project".into());
+        }
+        if let Some(p) = &self.profile {
+            out.push("--profile".into());
+            out.push(p.into());
+        }
+        if let Some(f) = &self.settings {
+            out.push("--settings".into());
+            out.push(f.into());
+        }
+        out.extend(self.net.to_args().into_iter().map(OsString::from));
+        out
+    }
 }
 
 /// The `--deny-env` patterns as one matcher over variable names.
@@ -158,18 +244,18 @@ impl RunArgs {
 
     /// The run's network as `cordon explain` tells it.
     pub fn net_summary(&self) -> serde_json::Value {
-        let summary = match self.network {
+        let summary = match self.sandbox.network {
             Network::Host => "the host's network (--network host)".to_string(),
-            _ if !self.net.allow_domain.is_empty() => {
+            _ if !self.sandbox.net.allow_domain.is_empty() => {
                 "only through cordon's proxy, to the allowed hosts".to_string()
             }
             _ => "none: the command's own loopback only".to_string(),
         };
         serde_json::json!({
             "summary": summary,
-            "allow_domains": self.net.allow_domain,
-            "deny_domains": self.net.deny_domain,
-            "allow_private_ips": self.net.allow_private_ips,
+            "allow_domains": self.sandbox.net.allow_domain,
+            "deny_domains": self.sandbox.net.deny_domain,
+            "allow_private_ips": self.sandbox.net.allow_private_ips,
             "published": self.publish.iter().map(|p| format!("127.0.0.1:{} -> {}", p.host_port, p.port)).collect::<Vec<_>>(),
         })
     }
@@ -178,21 +264,21 @@ impl RunArgs {
 /// The command line as the last layer of settings: what it says, and nothing it leaves out.
 fn flag_layer(args: &RunArgs) -> LayerValues {
     LayerValues {
-        fail_if_unavailable: args.fail_if_unavailable.then_some(true),
-        allow_write: some(&args.allow_write),
-        deny_write: args.deny_write.clone(),
-        deny_read: args.deny_read.clone(),
-        allow_read: some(&args.allow_read),
-        allow_local_binding: args.allow_local_binding.then_some(true),
-        allow_unix_sockets: some(&args.allow_unix_socket),
-        keep_env: some(&args.keep_env),
-        deny_env: args.deny_env.clone(),
-        max_processes: args.max_processes,
-        memory: args.memory.map(|b| b.to_string()),
-        cpu_time: args.cpu_time,
-        cpus: args.cpus.map(|m| m as f64 / 1000.0),
-        timeout: args.timeout,
-        ..args.net.layer()
+        fail_if_unavailable: args.sandbox.fail_if_unavailable.then_some(true),
+        allow_write: some(&args.sandbox.allow_write),
+        deny_write: args.sandbox.deny_write.clone(),
+        deny_read: args.sandbox.deny_read.clone(),
+        allow_read: some(&args.sandbox.allow_read),
+        allow_local_binding: args.sandbox.allow_local_binding.then_some(true),
+        allow_unix_sockets: some(&args.sandbox.allow_unix_socket),
+        keep_env: some(&args.sandbox.keep_env),
+        deny_env: args.sandbox.deny_env.clone(),
+        max_processes: args.sandbox.max_processes,
+        memory: args.sandbox.memory.map(|b| b.to_string()),
+        cpu_time: args.sandbox.cpu_time,
+        cpus: args.sandbox.cpus.map(|m| m as f64 / 1000.0),
+        timeout: args.sandbox.timeout,
+        ..args.sandbox.net.layer()
     }
 }
 
@@ -200,15 +286,15 @@ fn flag_layer(args: &RunArgs) -> LayerValues {
 pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let places = Places {
-        profile: args.profile.clone(),
-        given: args.settings.clone(),
+        profile: args.sandbox.profile.clone(),
+        given: args.sandbox.settings.clone(),
         ..Places::from(&cwd)
     };
-    let s = settings::load(&places, flag_layer(&args), args.trust_project)?;
+    let s = settings::load(&places, flag_layer(&args), args.sandbox.trust_project)?;
     for why in &s.left_out {
         eprintln!("cordon: warning: settings left out: {why}");
     }
-    args.net.settle(&s);
+    args.sandbox.net.settle(&s);
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let expand = |p: &String| match (p.strip_prefix("~/"), &home) {
         (Some(rest), Some(home)) => home.join(rest),
@@ -224,8 +310,8 @@ pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
             )
         })
         .collect();
-    args.fail_if_unavailable = value(s.fail_if_unavailable).unwrap_or(false);
-    args.allow_write = value(s.allow_write).unwrap_or_default();
+    args.sandbox.fail_if_unavailable = value(s.fail_if_unavailable).unwrap_or(false);
+    args.sandbox.allow_write = value(s.allow_write).unwrap_or_default();
     // A shared settings file may name paths this machine lacks (~/.aws); nothing to protect
     // there. The command line's own paths must exist, as before.
     let present = |list: Vec<Sourced<PathBuf>>| -> Vec<PathBuf> {
@@ -238,20 +324,20 @@ pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
             .map(|p| p.value)
             .collect()
     };
-    args.deny_write = present(s.deny_write);
-    args.deny_read = present(s.deny_read);
-    args.allow_read = value(s.allow_read).unwrap_or_default();
-    args.allow_local_binding = value(s.allow_local_binding).unwrap_or(false);
-    args.allow_unix_socket = value(s.allow_unix_sockets).unwrap_or_default();
-    args.keep_env = value(s.keep_env).unwrap_or_default();
-    args.deny_env = all(s.deny_env);
-    args.max_processes = value(s.max_processes);
-    args.memory = value(s.memory)
+    args.sandbox.deny_write = present(s.deny_write);
+    args.sandbox.deny_read = present(s.deny_read);
+    args.sandbox.allow_read = value(s.allow_read).unwrap_or_default();
+    args.sandbox.allow_local_binding = value(s.allow_local_binding).unwrap_or(false);
+    args.sandbox.allow_unix_socket = value(s.allow_unix_sockets).unwrap_or_default();
+    args.sandbox.keep_env = value(s.keep_env).unwrap_or_default();
+    args.sandbox.deny_env = all(s.deny_env);
+    args.sandbox.max_processes = value(s.max_processes);
+    args.sandbox.memory = value(s.memory)
         .map(|m| settings::parse_size(&m).map_err(anyhow::Error::msg))
         .transpose()?;
-    args.cpu_time = value(s.cpu_time);
-    args.cpus = value(s.cpus).map(|c| (c * 1000.0).round() as u64);
-    args.timeout = value(s.timeout);
+    args.sandbox.cpu_time = value(s.cpu_time);
+    args.sandbox.cpus = value(s.cpus).map(|c| (c * 1000.0).round() as u64);
+    args.sandbox.timeout = value(s.timeout);
     Ok(args)
 }
 
@@ -277,7 +363,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         (None, false) => args.command.clone(),
         (None, true) => bail!("give a command after `--` or a shell string with -c"),
     };
-    let timeout = match args.timeout {
+    let timeout = match args.sandbox.timeout {
         Some(t) if !(t > 0.0 && t.is_finite()) => {
             bail!("--timeout must be a positive number of seconds")
         }
@@ -286,8 +372,8 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     };
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = std::fs::canonicalize(&cwd).context("cannot resolve the current directory")?;
-    let mut writable = resolve_all(&args.allow_write, &cwd, Flag::AllowWrite)?;
-    let mut read_only = resolve_all(&args.deny_write, &cwd, Flag::DenyWrite)?;
+    let mut writable = resolve_all(&args.sandbox.allow_write, &cwd, Flag::AllowWrite)?;
+    let mut read_only = resolve_all(&args.sandbox.deny_write, &cwd, Flag::DenyWrite)?;
     // In a linked git worktree, `git commit` writes into the main repository's objects and
     // refs; allow those, not its config or hooks.
     writable.extend(linked_worktree_writable(&cwd));
@@ -312,9 +398,9 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
             })
             .cloned(),
     );
-    let hidden = resolve_all(&args.deny_read, &cwd, Flag::DenyRead)?;
-    let reopened = resolve_all(&args.allow_read, &cwd, Flag::AllowRead)?;
-    let unix_sockets = resolve_all(&args.allow_unix_socket, &cwd, Flag::AllowUnixSocket)?;
+    let hidden = resolve_all(&args.sandbox.deny_read, &cwd, Flag::DenyRead)?;
+    let reopened = resolve_all(&args.sandbox.allow_read, &cwd, Flag::AllowRead)?;
+    let unix_sockets = resolve_all(&args.sandbox.allow_unix_socket, &cwd, Flag::AllowUnixSocket)?;
     Ok(Plan {
         argv,
         timeout,
@@ -344,12 +430,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     } = plan(&args)?;
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-    let (mut env, _removed) = filter_environment(vars, &args.keep_env);
-    if !args.deny_env.is_empty() {
-        let denied = env_patterns(&args.deny_env)?;
-        env.retain(|(k, _)| args.keep_env.contains(k) || !denied.is_match(k));
+    let (mut env, _removed) = filter_environment(vars, &args.sandbox.keep_env);
+    if !args.sandbox.deny_env.is_empty() {
+        let denied = env_patterns(&args.sandbox.deny_env)?;
+        env.retain(|(k, _)| args.sandbox.keep_env.contains(k) || !denied.is_match(k));
     }
-    let isolation = if args.fail_if_unavailable {
+    let isolation = if args.sandbox.fail_if_unavailable {
         Isolation::Namespaces
     } else if std::env::var_os("CORDON_SANDBOX_LANDLOCK_ONLY").is_some() {
         // What runs where user namespaces are missing, on demand: for tests, and for people
@@ -363,21 +449,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     // each PID namespace has its own pid_max, that bounds processes too, for root as well:
     // root's default limit then needs no pids group, whose set-up (a cgroup v1 attach) can
     // stall a run for milliseconds. An explicit --max-processes stays exact.
-    let max_processes = args.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES);
+    let max_processes = args.sandbox.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES);
     let pid_max = (isolation != Isolation::LandlockOnly && super::backend::pid_max_per_namespace())
         .then_some(max_processes + 1);
     let wanted = Limits {
         max_processes: Some(max_processes),
         pid_max,
-        memory_bytes: args.memory,
-        cpu_seconds: args.cpu_time,
-        cpu_millis: args.cpus,
+        memory_bytes: args.sandbox.memory,
+        cpu_seconds: args.sandbox.cpu_time,
+        cpu_millis: args.sandbox.cpus,
         timeout,
     };
     let grouped = Limits {
         max_processes: wanted
             .max_processes
-            .filter(|_| args.max_processes.is_some() || pid_max.is_none()),
+            .filter(|_| args.sandbox.max_processes.is_some() || pid_max.is_none()),
         ..wanted
     };
     let (groups, missed) = if args.backend.runs_linux() {
@@ -417,18 +503,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         unix_sockets,
         limits,
         cgroups: groups.procs_files(),
-        network: match args.network {
+        network: match args.sandbox.network {
             Network::None => NetworkMode::None,
             Network::Host => NetworkMode::Host,
         },
         isolation,
-        allow_local_binding: args.allow_local_binding || !args.publish.is_empty(),
+        allow_local_binding: args.sandbox.allow_local_binding || !args.publish.is_empty(),
         inbound: None,
     };
-    if args.net.any_allowed() && matches!(args.network, Network::Host) {
+    if args.sandbox.net.any_allowed() && matches!(args.sandbox.network, Network::Host) {
         bail!("--allow-domain needs the sandbox's own network (--network none, the default)");
     }
-    if !args.publish.is_empty() && matches!(args.network, Network::Host) {
+    if !args.publish.is_empty() && matches!(args.sandbox.network, Network::Host) {
         bail!(
             "--publish needs the sandbox's own network (--network none, the default); with --network host the command listens on the host's directly"
         );
@@ -436,13 +522,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let elsewhere = Elsewhere {
         spec: &spec,
         wanted: &wanted,
-        deny_read: &args.deny_read,
+        deny_read: &args.sandbox.deny_read,
         own_settings: &own_settings,
         report: args.report.as_deref(),
-        net: &args.net,
-        max_processes_given: args.max_processes,
+        net: &args.sandbox.net,
+        max_processes_given: args.sandbox.max_processes,
         publishes: !args.publish.is_empty(),
-        keep_env: &args.keep_env,
+        keep_env: &args.sandbox.keep_env,
         ignore_violations: &args.ignore_violations,
     };
     tracing::debug!("sandbox spec: {spec:?}");
@@ -451,7 +537,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let mut spec = spec;
     // Allowed hosts: cordon's proxy becomes the command's only way out.
-    let proxy = RunProxy::start(&args.net, &args.publish)?;
+    let proxy = RunProxy::start(&args.sandbox.net, &args.publish)?;
     spec.inbound = proxy.as_ref().and_then(|p| p.inbound.clone());
     if let Some(endpoint) = proxy.as_ref().and_then(|p| p.endpoint.as_ref()) {
         let vars = super::proxy::environment(endpoint);
@@ -478,7 +564,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         ),
         Err(_) => (&[][..], &[][..], &[][..]),
     };
-    if !weaker.is_empty() {
+    if !weaker.is_empty() && !args.report_only {
         eprintln!("cordon: warning: this run is confined less strictly than asked:");
         for w in weaker {
             eprintln!("cordon:   - {w}");
@@ -511,7 +597,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .collect();
     let (code, timed_out, error) = match &result {
         Ok(outcome) => {
-            if outcome.timed_out {
+            if outcome.timed_out && !args.report_only {
                 eprintln!("cordon: the command ran longer than --timeout and was killed");
             }
             (
@@ -532,6 +618,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         timed_out,
         error,
         args.report.as_deref(),
+        args.report_only,
     )?;
     Ok(code)
 }
@@ -545,8 +632,9 @@ pub(super) fn tell_what_happened(
     timed_out: bool,
     error: Option<String>,
     report: Option<&Path>,
+    report_only: bool,
 ) -> anyhow::Result<()> {
-    if !blocked.is_empty() {
+    if !blocked.is_empty() && !report_only {
         eprintln!("cordon: ---- blocked by the sandbox ----");
         for v in blocked {
             eprintln!("cordon: {}", v.describe());
@@ -670,4 +758,82 @@ pub fn doctor(json: bool) -> anyhow::Result<u8> {
         }
     }
     Ok(if missing_required { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod sandbox_flags_tests {
+    use clap::Parser;
+
+    use super::SandboxFlags;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        sandbox: SandboxFlags,
+    }
+
+    fn parse(args: &[std::ffi::OsString]) -> SandboxFlags {
+        let argv = std::iter::once("cordon".into()).chain(args.iter().cloned());
+        Wrapper::try_parse_from(argv).expect("parses").sandbox
+    }
+
+    /// `exec` and `shell` hand their flags to each `cordon run`: every one must arrive as given.
+    #[test]
+    fn every_flag_survives_the_trip_to_a_child_cordon_run() {
+        let given: Vec<std::ffi::OsString> = [
+            "--allow-write",
+            "a",
+            "--allow-write",
+            "b c",
+            "--deny-write",
+            "d",
+            "--deny-read",
+            "e",
+            "--allow-read",
+            "f",
+            "--network",
+            "host",
+            "--allow-unix-socket",
+            "/s",
+            "--keep-env",
+            "K",
+            "--deny-env",
+            "MY_*",
+            "--max-processes",
+            "7",
+            "--memory",
+            "5M",
+            "--cpu-time",
+            "3",
+            "--cpus",
+            "0.25",
+            "--fail-if-unavailable",
+            "--allow-domain",
+            "x.example",
+            "--deny-domain",
+            "y.example",
+            "--resolve",
+            "x.example=127.0.0.1",
+            "--upstream-proxy",
+            "http://127.0.0.1:1",
+            "--allow-private-ips",
+            "--allow-local-binding",
+            "--trust-project",
+            "--profile",
+            "dev",
+            "--settings",
+            "/x/settings.json",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        let flags = parse(&given);
+        let again = parse(&flags.to_args());
+        assert_eq!(format!("{flags:?}"), format!("{again:?}"));
+        // Nothing given, nothing passed; the timeout is each run's own.
+        let mut with_timeout = given.clone();
+        with_timeout.extend(["--timeout".into(), "9".into()]);
+        assert!(!parse(&with_timeout).to_args().contains(&"--timeout".into()));
+        assert!(parse(&[]).to_args().is_empty());
+    }
 }

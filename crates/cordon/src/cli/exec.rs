@@ -1,0 +1,628 @@
+//! `cordon exec --jsonl`: decisions and sandboxed runs for an agent, one JSON request per line
+//! on standard input, events per line on standard output (docs/PROTOCOL.md).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use cordon_policy::{ApprovalMode, Decision, PolicyEngine, ProcessRunner, ToolCall};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+use super::PolicyFlags;
+use super::check::{MAX_LINE, parse_call, read_line};
+use super::run::SandboxFlags;
+use crate::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Stream, Utf8Chunks};
+use crate::exit;
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    policy: PolicyFlags,
+    #[command(flatten)]
+    sandbox: SandboxFlags,
+    /// Speak JSON lines: requests on standard input, events on standard output
+    /// (docs/PROTOCOL.md). The only protocol so far, so it must be given.
+    #[arg(long)]
+    jsonl: bool,
+}
+
+/// One request line. Each names the run (or question) it is about by `id`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+enum Request {
+    Run {
+        id: String,
+        command: String,
+        #[serde(default)]
+        mode: Option<String>,
+        #[serde(default)]
+        cwd: Option<PathBuf>,
+        #[serde(default)]
+        pty: Option<Pty>,
+        #[serde(default)]
+        stdin: Option<String>,
+        #[serde(default)]
+        interactive: bool,
+        #[serde(default)]
+        timeout: Option<f64>,
+        #[serde(default)]
+        max_output: Option<usize>,
+        #[serde(default = "yes")]
+        stream: bool,
+    },
+    Cancel {
+        id: String,
+    },
+    Answer {
+        id: String,
+        allow: bool,
+    },
+    Input {
+        id: String,
+        #[serde(default)]
+        data: Option<String>,
+        #[serde(default)]
+        eof: bool,
+    },
+    Resize {
+        id: String,
+        rows: u16,
+        cols: u16,
+    },
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `"pty": true` (24 × 80) or `"pty": {"rows": R, "cols": C}`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Pty {
+    On(bool),
+    Size { rows: u16, cols: u16 },
+}
+
+/// What a person (through the agent) said about an `ask`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Allow,
+    Deny,
+    /// The request was cancelled while waiting.
+    Cancel,
+    /// Input ended: nobody is left to answer.
+    Nobody,
+}
+
+/// A run from its request to its `exited` event.
+#[derive(Debug)]
+enum Slot {
+    Asking(Sender<Answer>),
+    Running {
+        control: Option<Control>,
+        /// Cancel asked for before the run had started.
+        cancel: bool,
+    },
+}
+
+struct Shared {
+    runner: Runner,
+    slots: Mutex<HashMap<String, Slot>>,
+    /// Signalled whenever a slot goes, so the end of input can wait for the last run.
+    slot_gone: Condvar,
+    events: SyncSender<Value>,
+    /// Threads that still have events to send (a run's, or a question's).
+    busy: Mutex<usize>,
+    idle: Condvar,
+}
+
+/// Counts a thread as busy until dropped, after its last event.
+struct Busy(Arc<Shared>);
+
+impl Busy {
+    fn new(shared: &Arc<Shared>) -> Busy {
+        *shared.busy.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        Busy(Arc::clone(shared))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        *self.0.busy.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        self.0.idle.notify_all();
+    }
+}
+
+impl Shared {
+    fn send(&self, event: Value) {
+        // The writer only goes when standard output is gone; nothing is left to tell then.
+        let _ = self.events.send(event);
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn remove(&self, id: &str) {
+        self.slots().remove(id);
+        self.slot_gone.notify_all();
+    }
+
+    /// The `exited` event of a run that never started.
+    fn refused(&self, id: &str, cancelled: bool, reason: &str) {
+        self.remove(id);
+        self.send(json!({
+            "type": "exited", "id": id, "refused": true, "cancelled": cancelled,
+            "exit_code": null, "reason": reason,
+        }));
+    }
+}
+
+/// Events wait here for the writer; when standard output is slow, runs slow down (their
+/// readers block) rather than cordon holding their output.
+const EVENT_QUEUE: usize = 256;
+
+pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
+    if !args.jsonl {
+        anyhow::bail!("cordon exec speaks JSON lines only so far; pass --jsonl (docs/PROTOCOL.md)");
+    }
+    let engine = args.policy.engine()?;
+    let runner =
+        Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
+    let default_timeout = args.sandbox.timeout().map(Duration::from_secs_f64);
+    let (events, queue) = sync_channel::<Value>(EVENT_QUEUE);
+    let writer = std::thread::spawn(move || write_events(queue));
+    let shared = Arc::new(Shared {
+        runner,
+        slots: Mutex::new(HashMap::new()),
+        slot_gone: Condvar::new(),
+        events,
+        busy: Mutex::new(0),
+        idle: Condvar::new(),
+    });
+
+    // Ended by a signal (the agent went away): every run is cancelled, so that no sandbox is
+    // left behind, and cordon leaves once they have ended.
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGHUP, SIGTERM])
+        .context("cannot handle signals")?;
+    {
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let mut slots = shared.slots();
+                for slot in slots.values_mut() {
+                    match slot {
+                        Slot::Asking(tx) => {
+                            let _ = tx.send(Answer::Cancel);
+                        }
+                        Slot::Running {
+                            control: Some(c), ..
+                        } => c.cancel(),
+                        Slot::Running { cancel, .. } => *cancel = true,
+                    }
+                }
+                while !slots.is_empty() {
+                    slots = shared
+                        .slot_gone
+                        .wait(slots)
+                        .unwrap_or_else(|e| e.into_inner());
+                }
+                std::process::exit(128 + signal);
+            }
+        });
+    }
+
+    let mut input = std::io::stdin().lock();
+    let mut line = Vec::new();
+    let mut n = 0;
+    let defaults = Defaults {
+        options: args.policy.options(),
+        timeout: default_timeout,
+    };
+    loop {
+        n += 1;
+        let Some(complete) = read_line(&mut input, &mut line)? else {
+            break;
+        };
+        if !complete {
+            shared.send(error_event(
+                None,
+                n,
+                &format!("longer than {MAX_LINE} bytes; not read"),
+            ));
+            continue;
+        }
+        let text = match std::str::from_utf8(&line) {
+            Ok(t) => t.trim(),
+            Err(e) => {
+                shared.send(error_event(None, n, &format!("not UTF-8: {e}")));
+                continue;
+            }
+        };
+        if text.is_empty() {
+            continue;
+        }
+        if let Err((id, message)) = handle(&shared, &engine, &defaults, text) {
+            shared.send(error_event(id.as_deref(), n, &message));
+        }
+    }
+
+    // Nobody is left to answer questions; runs in flight finish and report.
+    let mut slots = shared.slots();
+    for slot in slots.values() {
+        if let Slot::Asking(tx) = slot {
+            let _ = tx.send(Answer::Nobody);
+        }
+    }
+    while !slots.is_empty() {
+        slots = shared
+            .slot_gone
+            .wait(slots)
+            .unwrap_or_else(|e| e.into_inner());
+    }
+    drop(slots);
+    // A run's thread sends `exited` after its slot has gone.
+    let mut busy = shared.busy.lock().unwrap_or_else(|e| e.into_inner());
+    while *busy > 0 {
+        busy = shared.idle.wait(busy).unwrap_or_else(|e| e.into_inner());
+    }
+    drop(busy);
+    // The signal thread keeps its own handle on the queue, so the writer is told to stop.
+    shared.send(Value::Null);
+    let _ = writer.join();
+    Ok(exit::OK)
+}
+
+struct Defaults {
+    options: cordon_policy::CheckOptions,
+    timeout: Option<Duration>,
+}
+
+fn error_event(id: Option<&str>, line: usize, message: &str) -> Value {
+    let mut e =
+        json!({ "type": "error", "line": line, "message": format!("line {line}: {message}") });
+    if let Some(id) = id {
+        e["id"] = json!(id);
+    }
+    e
+}
+
+/// Writes events as they come, flushing when no more are waiting.
+fn write_events(queue: Receiver<Value>) {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // `null` is the end.
+    while let Ok(event) = queue.recv() {
+        if event.is_null() || writeln!(out, "{event}").is_err() {
+            let _ = out.flush();
+            return;
+        }
+        let mut more = true;
+        while more {
+            match queue.try_recv() {
+                Ok(Value::Null) => {
+                    let _ = out.flush();
+                    return;
+                }
+                Ok(event) => {
+                    if writeln!(out, "{event}").is_err() {
+                        return;
+                    }
+                }
+                Err(_) => more = false,
+            }
+        }
+        if out.flush().is_err() {
+            return;
+        }
+    }
+}
+
+type Refusal = (Option<String>, String);
+
+/// One request line; an error names the id when the line had one.
+fn handle(
+    shared: &Arc<Shared>,
+    engine: &PolicyEngine,
+    defaults: &Defaults,
+    text: &str,
+) -> Result<(), Refusal> {
+    let mut value: Value =
+        serde_json::from_str(text).map_err(|e| (None, format!("not valid JSON: {e}")))?;
+    let id = value.get("id").and_then(Value::as_str).map(String::from);
+    let fail = |message: String| (id.clone(), message);
+    let Some(object) = value.as_object_mut() else {
+        return Err(fail("a request must be a JSON object".into()));
+    };
+    match (object.get("type"), &id) {
+        (None, _) => {
+            return Err(fail(
+                "missing `type`: one of check, run, cancel, answer, input, resize".into(),
+            ));
+        }
+        (_, None) => return Err(fail("missing `id`: a string naming the request".into())),
+        _ => {}
+    }
+    if object.get("type") == Some(&json!("check")) {
+        let id = id.clone().unwrap_or_default();
+        object.remove("type");
+        object.remove("id");
+        let (call, mode) = parse_call(value, defaults.options.mode).map_err(fail)?;
+        let mut opts = defaults.options;
+        opts.mode = mode;
+        let outcome = engine.check(&call, opts, &ProcessRunner);
+        shared.send(decision_event(&id, &outcome));
+        return Ok(());
+    }
+    let request: Request =
+        serde_json::from_value(value).map_err(|e| fail(format!("not a valid request: {e}")))?;
+    match request {
+        Request::Run {
+            id,
+            command,
+            mode,
+            cwd,
+            pty,
+            stdin,
+            interactive,
+            timeout,
+            max_output,
+            stream,
+        } => {
+            let mode = match mode {
+                None => defaults.options.mode,
+                Some(m) => ApprovalMode::parse(&m).ok_or_else(|| {
+                    fail(format!(
+                        "unknown mode `{m}`; use default, autoEdit, plan or yolo"
+                    ))
+                })?,
+            };
+            let timeout = match timeout {
+                None => defaults.timeout,
+                Some(t) if t > 0.0 && t.is_finite() => Some(Duration::from_secs_f64(t)),
+                Some(_) => {
+                    return Err(fail(
+                        "`timeout` must be a positive number of seconds".into(),
+                    ));
+                }
+            };
+            let io = match (pty, stdin, interactive) {
+                (Some(Pty::On(true)), None, _) => Io::Terminal { rows: 24, cols: 80 },
+                (Some(Pty::Size { rows, cols }), None, _) if rows > 0 && cols > 0 => {
+                    Io::Terminal { rows, cols }
+                }
+                (Some(Pty::Size { .. }), None, _) => {
+                    return Err(fail("`pty` rows and cols must be above 0".into()));
+                }
+                (Some(Pty::On(true) | Pty::Size { .. }), Some(_), _) => {
+                    return Err(fail(
+                        "`stdin` is for pipes; on a `pty` send `input` requests instead".into(),
+                    ));
+                }
+                (_, Some(_), true) => {
+                    return Err(fail(
+                        "give either `stdin` (all input at once) or `interactive` (input requests later), not both".into(),
+                    ));
+                }
+                (_, Some(s), false) => Io::Pipes(Input::Bytes(s.into_bytes())),
+                (_, None, true) => Io::Pipes(Input::Open),
+                (_, None, false) => Io::Pipes(Input::Null),
+            };
+            let keep = match max_output {
+                None => OutputLimit::default(),
+                Some(m) => OutputLimit {
+                    head: m / 2,
+                    tail: m - m / 2,
+                },
+            };
+            let opts = RunOptions {
+                command: command.clone(),
+                cwd,
+                io,
+                timeout,
+                keep,
+                blocked_on_stderr: false,
+            };
+            {
+                let mut slots = shared.slots();
+                if slots.contains_key(&id) {
+                    return Err((
+                        Some(id.clone()),
+                        format!("id `{id}` is in use by a run that has not ended; pick another"),
+                    ));
+                }
+                // Taken now, so a cancel that comes before the run starts finds it.
+                slots.insert(
+                    id.clone(),
+                    Slot::Running {
+                        control: None,
+                        cancel: false,
+                    },
+                );
+            }
+            let call = ToolCall::new("run_shell_command", json!({ "command": command }));
+            let mut check = defaults.options;
+            check.mode = mode;
+            let outcome = engine.check(&call, check, &ProcessRunner);
+            shared.send(decision_event(&id, &outcome));
+            match outcome.decision {
+                Decision::Deny => shared.refused(&id, false, &outcome.reason),
+                Decision::Allow => {
+                    let busy = Busy::new(shared);
+                    std::thread::spawn(move || start_and_report(&busy.0, &id, &opts, stream));
+                }
+                Decision::AskUser => {
+                    let (tx, rx) = channel();
+                    shared.slots().insert(id.clone(), Slot::Asking(tx));
+                    shared.send(json!({
+                        "type": "ask", "id": id, "tool": "run_shell_command",
+                        "args": { "command": command },
+                        "rule": outcome.rule, "reason": outcome.reason,
+                    }));
+                    let busy = Busy::new(shared);
+                    std::thread::spawn(move || {
+                        let shared = &busy.0;
+                        let answer = rx.recv().unwrap_or(Answer::Nobody);
+                        match answer {
+                            Answer::Allow => {
+                                shared.slots().insert(
+                                    id.clone(),
+                                    Slot::Running {
+                                        control: None,
+                                        cancel: false,
+                                    },
+                                );
+                                start_and_report(shared, &id, &opts, stream);
+                            }
+                            Answer::Deny => shared.refused(&id, false, "the user said no"),
+                            Answer::Cancel => {
+                                shared.refused(&id, true, "cancelled while waiting for an answer")
+                            }
+                            Answer::Nobody => shared.refused(
+                                &id,
+                                false,
+                                "input ended before an answer came; nobody can answer, so no",
+                            ),
+                        }
+                    });
+                }
+            }
+            Ok(())
+        }
+        Request::Cancel { id } => {
+            let mut slots = shared.slots();
+            match slots.get_mut(&id) {
+                Some(Slot::Asking(tx)) => {
+                    let _ = tx.send(Answer::Cancel);
+                }
+                Some(Slot::Running { control, cancel }) => match control {
+                    Some(c) => c.cancel(),
+                    None => *cancel = true,
+                },
+                None => return Err((Some(id), "no run with this id is in flight".into())),
+            }
+            Ok(())
+        }
+        Request::Answer { id, allow } => {
+            let slots = shared.slots();
+            match slots.get(&id) {
+                Some(Slot::Asking(tx)) => {
+                    let _ = tx.send(if allow { Answer::Allow } else { Answer::Deny });
+                    Ok(())
+                }
+                _ => Err((
+                    Some(id),
+                    "no question with this id is waiting for an answer".into(),
+                )),
+            }
+        }
+        Request::Input { id, data, eof } => {
+            let control = running(shared, &id)?;
+            if let Some(d) = data {
+                control
+                    .send_input(d.into_bytes())
+                    .map_err(|e| (Some(id.clone()), e.to_string()))?;
+            }
+            if eof {
+                control
+                    .close_input()
+                    .map_err(|e| (Some(id.clone()), e.to_string()))?;
+            }
+            Ok(())
+        }
+        Request::Resize { id, rows, cols } => {
+            if rows == 0 || cols == 0 {
+                return Err((Some(id), "rows and cols must be above 0".into()));
+            }
+            let control = running(shared, &id)?;
+            control
+                .resize(rows, cols)
+                .map_err(|e| (Some(id), e.to_string()))
+        }
+    }
+}
+
+/// The control of a run that has started.
+fn running(shared: &Shared, id: &str) -> Result<Control, Refusal> {
+    match shared.slots().get(id) {
+        Some(Slot::Running {
+            control: Some(c), ..
+        }) => Ok(c.clone()),
+        Some(_) => Err((Some(id.into()), "this run has not started yet".into())),
+        None => Err((Some(id.into()), "no run with this id is in flight".into())),
+    }
+}
+
+fn decision_event(id: &str, outcome: &cordon_policy::Outcome) -> Value {
+    json!({
+        "type": "decision", "id": id, "decision": outcome.decision,
+        "rule": outcome.rule, "reason": outcome.reason,
+    })
+}
+
+/// On a thread of its own: starts the run, streams its output, and reports how it ended.
+fn start_and_report(shared: &Arc<Shared>, id: &str, opts: &RunOptions, stream: bool) {
+    let text = Arc::new(Mutex::new([Utf8Chunks::default(), Utf8Chunks::default()]));
+    let sink = {
+        let shared = Arc::clone(shared);
+        let text = Arc::clone(&text);
+        let id = id.to_string();
+        Arc::new(move |event: Event<'_>| match event {
+            Event::Started { pid, control } => {
+                if let Some(Slot::Running { control: c, cancel }) = shared.slots().get_mut(&id) {
+                    *c = Some(control.clone());
+                    if *cancel {
+                        control.cancel();
+                    }
+                }
+                shared.send(json!({ "type": "started", "id": id, "pid": pid }))
+            }
+            Event::Output { stream: s, data } if stream => {
+                let chunk = text.lock().unwrap_or_else(|e| e.into_inner())[s as usize].push(data);
+                if !chunk.is_empty() {
+                    shared.send(output_event(&id, s, chunk));
+                }
+            }
+            Event::Output { .. } => {}
+        })
+    };
+    let run = match shared.runner.start(opts, sink) {
+        Ok(run) => run,
+        Err(e) => {
+            shared.refused(id, false, &format!("cannot start `cordon run`: {e}"));
+            return;
+        }
+    };
+    let result = run.wait();
+    for (i, s) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
+        let rest = text.lock().unwrap_or_else(|e| e.into_inner())[i].finish();
+        if stream && !rest.is_empty() {
+            shared.send(output_event(id, s, rest));
+        }
+    }
+    for v in &result.violations {
+        let mut event = json!({ "type": "violation", "id": id });
+        if let (Some(e), Some(v)) = (event.as_object_mut(), v.as_object()) {
+            e.extend(v.clone());
+        }
+        shared.send(event);
+    }
+    let mut event = json!({ "type": "exited", "id": id, "refused": false });
+    if let (Some(e), Ok(Value::Object(r))) = (event.as_object_mut(), serde_json::to_value(&result))
+    {
+        e.extend(r);
+    }
+    // The id is free again before the client hears the run ended.
+    shared.remove(id);
+    shared.send(event);
+}
+
+fn output_event(id: &str, stream: Stream, data: String) -> Value {
+    json!({ "type": "output", "id": id, "stream": stream, "data": data })
+}

@@ -1,0 +1,162 @@
+//! `cordon shell`: a person's interactive shell in which every line is checked by the policy
+//! and runs in the sandbox.
+//!
+//! Each line runs as `/bin/sh -c LINE` in a fresh sandbox whose working directory is the
+//! shell's, on the person's own terminal. `cordon run` runs in a process group of its own, so
+//! Ctrl-C on the terminal reaches only this shell, which cancels the running command.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use clap::Args;
+use cordon_policy::{Decision, ProcessRunner, ToolCall};
+use rustyline::DefaultEditor;
+use rustyline::error::ReadlineError;
+use serde_json::json;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+use super::PolicyFlags;
+use super::run::SandboxFlags;
+use crate::exec::{Control, Io, RunOptions, Runner};
+use crate::exit;
+
+#[derive(Debug, Args)]
+pub struct ShellArgs {
+    #[command(flatten)]
+    policy: PolicyFlags,
+    #[command(flatten)]
+    sandbox: SandboxFlags,
+    /// Where the history is kept [default: $XDG_STATE_HOME/cordon/shell_history, or
+    /// ~/.local/state/cordon/shell_history].
+    #[arg(long, value_name = "FILE")]
+    history: Option<PathBuf>,
+}
+
+fn default_history() -> Option<PathBuf> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
+    Some(state.join("cordon").join("shell_history"))
+}
+
+pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
+    let engine = args.policy.engine()?;
+    let runner =
+        Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
+    let options = args.policy.options();
+    let timeout = args
+        .sandbox
+        .timeout()
+        .map(std::time::Duration::from_secs_f64);
+    let network = if args.sandbox.host_network() {
+        "host network"
+    } else if args.sandbox.net.any_allowed() {
+        "allowed domains only"
+    } else {
+        "no network"
+    };
+    let prompt = format!("cordon [{} | sandbox, {network}] $ ", options.mode.as_str());
+
+    let mut editor = DefaultEditor::new().context("cannot set up line editing")?;
+    // Ctrl-C while a command runs: the terminal signals this shell (the command's group is
+    // another), and the shell cancels the command. Registered after the editor, which takes
+    // SIGINT for itself when made, so that this handler comes first and calls the editor's.
+    let current: Arc<Mutex<Option<Control>>> = Arc::new(Mutex::new(None));
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGHUP, SIGTERM])
+        .context("cannot take over Ctrl-C")?;
+    {
+        let current = Arc::clone(&current);
+        std::thread::spawn(move || {
+            for signal in signals.forever() {
+                let running = current.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if let Some(c) = &running {
+                    c.cancel();
+                }
+                // The terminal went away or someone ended the shell: the command goes too
+                // (its process group hears nothing from the terminal).
+                if signal != SIGINT {
+                    if let Some(c) = running {
+                        c.wait_until_ended();
+                    }
+                    std::process::exit(128 + signal);
+                }
+            }
+        });
+    }
+    let history = args.history.clone().or_else(default_history);
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    eprintln!(
+        "cordon shell: each line is checked by the policy ({} mode) and runs in the sandbox; `exit` leaves",
+        options.mode.as_str()
+    );
+    loop {
+        let line = match editor.readline(&prompt) {
+            Ok(line) => line,
+            // Ctrl-C at the prompt clears the line, as in other shells.
+            Err(ReadlineError::Interrupted) => continue,
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e).context("cannot read a line"),
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(line);
+        if let Some(h) = &history {
+            if let Some(dir) = h.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = editor.save_history(h);
+        }
+        if line == "exit" {
+            break;
+        }
+        let call = ToolCall::new("run_shell_command", json!({ "command": line }));
+        let outcome = engine.check(&call, options, &ProcessRunner);
+        match outcome.decision {
+            Decision::Allow => {}
+            Decision::Deny => {
+                eprintln!("cordon: denied: {}", outcome.reason);
+                continue;
+            }
+            Decision::AskUser => {
+                eprintln!("cordon: the policy asks: {}", outcome.reason);
+                match editor.readline("run it? [y/N] ") {
+                    Ok(a) if matches!(a.trim(), "y" | "Y" | "yes") => {}
+                    _ => {
+                        eprintln!("cordon: not run");
+                        continue;
+                    }
+                }
+            }
+        }
+        let opts = RunOptions {
+            io: Io::Inherit,
+            timeout,
+            blocked_on_stderr: true,
+            ..RunOptions::new(line)
+        };
+        let run = match runner.start(&opts, Arc::new(|_| {})) {
+            Ok(run) => run,
+            Err(e) => {
+                eprintln!("cordon: cannot start `cordon run`: {e}");
+                continue;
+            }
+        };
+        *current.lock().unwrap_or_else(|e| e.into_inner()) = Some(run.control());
+        let result = run.wait();
+        current.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if result.cancelled {
+            eprintln!("cordon: cancelled");
+        } else if result.timed_out {
+            eprintln!("cordon: timed out");
+        } else if result.exit_code != 0 {
+            eprintln!("cordon: exit {}", result.exit_code);
+        }
+    }
+    Ok(exit::OK)
+}

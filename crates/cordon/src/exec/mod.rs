@@ -1,0 +1,528 @@
+//! The executor: runs one command in the sandbox, streams its output as it comes, cancels it,
+//! and says what happened. `cordon exec --jsonl` and `cordon shell` are built on it, and so
+//! will the MCP server be.
+//!
+//! Each run is a child `cordon run … --report FILE -- /bin/sh -c COMMAND` (this same binary,
+//! through `/proc/self/exe`) in a process group of its own. The calling process may have many
+//! threads, and forking one to set up a sandbox is unsafe; a fresh `cordon run` is
+//! single-threaded and builds the sandbox itself. Cancelling signals that process group:
+//! SIGTERM, which `cordon run` passes down to the command, then SIGKILL to `cordon run` after a
+//! grace period, whose sandbox dies with it (a PID namespace ends with its first process;
+//! without namespaces the supervisor kills what the command started when cordon goes).
+//!
+//! Threads, not async: each run has a reader thread per output stream, and the caller blocks
+//! in [`Run::wait`] (an async caller wraps it in `spawn_blocking`). A slow consumer of
+//! [`Event::Output`] slows the reader, which fills the pipe, which stops the command: output
+//! is never queued without bound.
+
+pub mod output;
+mod sys;
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use output::BoundedOutput;
+pub use output::{KeptOutput, OutputLimit, Utf8Chunks};
+
+/// Which of the command's outputs a chunk came from. On a terminal both arrive as `Stdout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// What a run tells its caller while it goes on.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// The child `cordon run` started (before any output); `control` is the run's, for
+    /// whoever must cancel or feed it before [`Runner::start`] has returned.
+    Started { pid: u32, control: &'a Control },
+    /// Bytes the command wrote, as they came.
+    Output { stream: Stream, data: &'a [u8] },
+}
+
+/// Receives a run's events, from the run's own threads.
+pub type Sink = Arc<dyn Fn(Event<'_>) + Send + Sync>;
+
+/// Where the command's standard input comes from on pipes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// `/dev/null`: a command that reads gets end of file at once.
+    Null,
+    /// These bytes, then end of file.
+    Bytes(Vec<u8>),
+    /// A pipe kept open for [`Control::send_input`] until [`Control::close_input`].
+    Open,
+}
+
+/// How the command is connected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Io {
+    /// Standard output and error on pipes of their own.
+    Pipes(Input),
+    /// A pseudo-terminal of this many rows and columns: the command sees a terminal, and its
+    /// output arrives as one stream.
+    Terminal { rows: u16, cols: u16 },
+    /// This process's own standard input, output and error (for `cordon shell`); no output
+    /// events and nothing kept.
+    Inherit,
+}
+
+/// One run, as asked.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// A shell command line, run with `/bin/sh -c`.
+    pub command: String,
+    /// Its working directory (the sandbox's writable one); this process's by default.
+    pub cwd: Option<PathBuf>,
+    pub io: Io,
+    pub timeout: Option<Duration>,
+    /// How much output the result keeps.
+    pub keep: OutputLimit,
+    /// Whether `cordon run` also prints what the sandbox blocked on the command's standard
+    /// error (a person reading a terminal wants that; a program gets [`RunResult::violations`]).
+    pub blocked_on_stderr: bool,
+}
+
+impl RunOptions {
+    pub fn new(command: impl Into<String>) -> Self {
+        RunOptions {
+            command: command.into(),
+            cwd: None,
+            io: Io::Pipes(Input::Null),
+            timeout: None,
+            keep: OutputLimit::default(),
+            blocked_on_stderr: false,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    /// `cordon run`'s exit status: the command's exit code, 128+N when signal N ended it,
+    /// or cordon's own (124 timeout, 125 sandbox set-up failed, 126 cannot execute, 127 not
+    /// found).
+    pub exit_code: i32,
+    /// The signal that ended the command (or `cordon run` itself, when a cancel had to kill
+    /// it), where the status says so.
+    pub signal: Option<i32>,
+    pub cancelled: bool,
+    pub timed_out: bool,
+    pub output: KeptOutput,
+    #[serde(serialize_with = "as_seconds")]
+    #[serde(rename = "duration_secs")]
+    pub duration: Duration,
+    /// What the sandbox blocked, as `cordon run --report` gives it.
+    pub violations: Vec<serde_json::Value>,
+    /// Where the sandbox is weaker than asked on this machine.
+    pub weaker: Vec<String>,
+    /// Why the sandbox could not be set up, if it could not.
+    pub setup_error: Option<String>,
+}
+
+fn as_seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((d.as_secs_f64() * 1000.0).round() / 1000.0)
+}
+
+/// How long a cancelled command has to end after SIGTERM before `cordon run` is killed.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
+
+/// Starts runs with one set of sandbox settings.
+#[derive(Debug)]
+pub struct Runner {
+    exe: PathBuf,
+    sandbox_args: Vec<OsString>,
+    reports: tempfile::TempDir,
+    next: AtomicU64,
+    grace: Duration,
+}
+
+impl Runner {
+    /// `sandbox_args` are `cordon run` flags (`--allow-write …`, see
+    /// `SandboxFlags::to_args`), given to every run.
+    pub fn new(sandbox_args: Vec<OsString>) -> std::io::Result<Runner> {
+        Ok(Runner {
+            // This very binary, even if the file was replaced since it started.
+            exe: PathBuf::from("/proc/self/exe"),
+            sandbox_args,
+            reports: tempfile::Builder::new().prefix("cordon-exec-").tempdir()?,
+            next: AtomicU64::new(0),
+            grace: DEFAULT_GRACE,
+        })
+    }
+
+    /// Starts `opts`; events go to `sink` from the run's threads until [`Run::wait`] returns.
+    pub fn start(&self, opts: &RunOptions, sink: Sink) -> std::io::Result<Run> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let report = self.reports.path().join(format!("run-{n}.json"));
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("run").args(&self.sandbox_args);
+        cmd.arg("--report").arg(&report);
+        if !opts.blocked_on_stderr {
+            cmd.arg("--report-only");
+        }
+        if let Some(t) = opts.timeout {
+            cmd.arg("--timeout").arg(t.as_secs_f64().to_string());
+        }
+        cmd.args(["--", "/bin/sh", "-c", &opts.command]);
+        if let Some(cwd) = &opts.cwd {
+            cmd.current_dir(cwd);
+        }
+        let mut master = None;
+        match &opts.io {
+            Io::Pipes(input) => {
+                cmd.process_group(0)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .stdin(match input {
+                        Input::Null => Stdio::null(),
+                        _ => Stdio::piped(),
+                    });
+            }
+            Io::Terminal { rows, cols } => {
+                let (m, slave) = sys::open_pty(*rows, *cols)?;
+                cmd.stdin(slave.try_clone()?)
+                    .stdout(slave.try_clone()?)
+                    .stderr(slave);
+                sys::controlling_terminal(&mut cmd);
+                master = Some(m);
+            }
+            Io::Inherit => {
+                cmd.process_group(0);
+            }
+        }
+        let started = Instant::now();
+        let mut child = cmd.spawn()?;
+        // Our copies of the terminal's slave side close here, so that reading the master
+        // ends when the sandbox's last process has gone.
+        drop(cmd);
+        let pid = child.id();
+        let terminal_ends = master.as_ref().map(|m| (m.try_clone(), m.try_clone()));
+        let mut input_to: Option<Box<dyn Write + Send>> = None;
+        let mut terminal_out = None;
+        if let Some(stdin) = child.stdin.take() {
+            input_to = Some(Box::new(stdin));
+        }
+        if let Some((reader, writer)) = terminal_ends {
+            match (reader, writer) {
+                (Ok(r), Ok(w)) => {
+                    terminal_out = Some(r);
+                    input_to = Some(Box::new(w));
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(e);
+                }
+            }
+        }
+        let terminal = master.is_some();
+        let input = input_to.map(|to| {
+            let (tx, rx) = channel::<InputMessage>();
+            std::thread::spawn(move || feed_input(to, rx, terminal));
+            tx
+        });
+        if let (Io::Pipes(Input::Bytes(bytes)), Some(tx)) = (&opts.io, &input) {
+            let _ = tx.send(InputMessage::Data(bytes.clone()));
+            let _ = tx.send(InputMessage::Close);
+        }
+        let shared = Arc::new(Shared {
+            pid,
+            state: Mutex::new(State::default()),
+            ended: Condvar::new(),
+            input: Mutex::new(match opts.io {
+                Io::Pipes(Input::Open) | Io::Terminal { .. } => input,
+                _ => None,
+            }),
+            master,
+            grace: self.grace,
+        });
+        // Before any output, and with the control, so the caller can take requests for this
+        // run as soon as it says it started.
+        sink(Event::Started {
+            pid,
+            control: &Control(Arc::clone(&shared)),
+        });
+        let output = Arc::new(Mutex::new(BoundedOutput::new(opts.keep)));
+        let mut readers = Vec::new();
+        if let Some(stdout) = child.stdout.take() {
+            readers.push(read_into(stdout, Stream::Stdout, &output, &sink));
+        }
+        if let Some(stderr) = child.stderr.take() {
+            readers.push(read_into(stderr, Stream::Stderr, &output, &sink));
+        }
+        if let Some(t) = terminal_out {
+            readers.push(read_into(t, Stream::Stdout, &output, &sink));
+        }
+        Ok(Run {
+            child,
+            shared,
+            readers,
+            output,
+            report,
+            started,
+        })
+    }
+}
+
+/// A run in progress.
+#[derive(Debug)]
+pub struct Run {
+    child: Child,
+    shared: Arc<Shared>,
+    readers: Vec<JoinHandle<()>>,
+    output: Arc<Mutex<BoundedOutput>>,
+    report: PathBuf,
+    started: Instant,
+}
+
+/// Cancels, resizes and feeds a run from any thread, while someone else waits for it.
+#[derive(Debug, Clone)]
+pub struct Control(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    pid: u32,
+    state: Mutex<State>,
+    ended: Condvar,
+    input: Mutex<Option<Sender<InputMessage>>>,
+    master: Option<File>,
+    grace: Duration,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The child has ended (not yet reaped while `wait` holds it, so its pid stays ours).
+    exited: bool,
+    cancelled: bool,
+}
+
+#[derive(Debug)]
+enum InputMessage {
+    Data(Vec<u8>),
+    Close,
+}
+
+/// Why input could not be given.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("this run's standard input is not open for input (ask for it when starting the run)")]
+    NotOpen,
+    #[error("this run's standard input was closed")]
+    Closed,
+}
+
+impl Control {
+    /// Ends the run: SIGTERM to its process group now, SIGKILL to `cordon run` if it has not
+    /// ended after the grace period. The result says `cancelled`. A second call does nothing.
+    pub fn cancel(&self) {
+        let shared = &self.0;
+        {
+            let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            if st.exited || st.cancelled {
+                return;
+            }
+            st.cancelled = true;
+            sys::signal_group(shared.pid, libc::SIGTERM);
+        }
+        let shared = Arc::clone(&self.0);
+        std::thread::spawn(move || {
+            let st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let (st, _) = shared
+                .ended
+                .wait_timeout_while(st, shared.grace, |s| !s.exited)
+                .unwrap_or_else(|e| e.into_inner());
+            if !st.exited {
+                sys::signal_process(shared.pid, libc::SIGKILL);
+            }
+        });
+    }
+
+    /// Blocks until the run's `cordon run` has ended (whoever waits for the run).
+    pub fn wait_until_ended(&self) {
+        let st = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+        drop(
+            self.0
+                .ended
+                .wait_while(st, |s| !s.exited)
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+    }
+
+    /// Tells a run on a terminal its new window size (the command gets SIGWINCH).
+    pub fn resize(&self, rows: u16, cols: u16) -> std::io::Result<()> {
+        match &self.0.master {
+            Some(m) => sys::set_window_size(m, rows, cols),
+            None => Err(std::io::Error::other(
+                "this run is not on a terminal; ask for one with `pty` when starting it",
+            )),
+        }
+    }
+
+    /// Queues bytes for the command's standard input (a terminal's input: `\u{3}` is Ctrl-C).
+    pub fn send_input(&self, data: Vec<u8>) -> Result<(), InputError> {
+        let input = self.0.input.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = input.as_ref().ok_or(InputError::NotOpen)?;
+        tx.send(InputMessage::Data(data))
+            .map_err(|_| InputError::Closed)
+    }
+
+    /// Ends the command's input: end of file on a pipe, Ctrl-D on a terminal.
+    pub fn close_input(&self) -> Result<(), InputError> {
+        let mut input = self.0.input.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = input.as_ref().ok_or(InputError::NotOpen)?;
+        let sent = tx.send(InputMessage::Close);
+        if self.0.master.is_none() {
+            *input = None;
+        }
+        sent.map_err(|_| InputError::Closed)
+    }
+}
+
+impl Run {
+    pub fn control(&self) -> Control {
+        Control(Arc::clone(&self.shared))
+    }
+
+    /// Waits for the run to end and its output to be read.
+    pub fn wait(mut self) -> RunResult {
+        let _ = sys::wait_unreaped(self.shared.pid);
+        let cancelled = {
+            let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.exited = true;
+            self.shared.ended.notify_all();
+            st.cancelled
+        };
+        let status = self.child.wait();
+        let duration = self.started.elapsed();
+        // Dropping the sender ends the input thread.
+        self.shared
+            .input
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        // The sandbox's processes are gone with `cordon run`, so every output reaches its end.
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        let (mut exit_code, mut signal) = match &status {
+            Ok(s) => match (s.code(), s.signal()) {
+                (Some(c), _) => (c, None),
+                (None, Some(sig)) => (128 + sig, Some(sig)),
+                (None, None) => (i32::from(cordon_sandbox::exit::SETUP_FAILED), None),
+            },
+            Err(_) => (i32::from(cordon_sandbox::exit::SETUP_FAILED), None),
+        };
+        if signal.is_none() && (129..=128 + 64).contains(&exit_code) {
+            signal = Some(exit_code - 128);
+        }
+        let report: serde_json::Value = std::fs::read(&self.report)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let _ = std::fs::remove_file(&self.report);
+        let timed_out = report["timed_out"].as_bool().unwrap_or(false);
+        if let Some(c) = report["exit_code"].as_i64()
+            && signal.is_none()
+        {
+            exit_code = c as i32;
+        }
+        let strings = |v: &serde_json::Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        if status.is_err() {
+            signal = None;
+        }
+        let output = self
+            .output
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .finish();
+        RunResult {
+            exit_code,
+            signal,
+            cancelled,
+            timed_out,
+            output,
+            duration,
+            violations: report["blocked"].as_array().cloned().unwrap_or_default(),
+            weaker: strings(&report["weaker"]),
+            setup_error: report["setup_error"].as_str().map(String::from),
+        }
+    }
+}
+
+/// Reads one output to its end on a thread of its own.
+fn read_into(
+    mut from: impl Read + Send + 'static,
+    stream: Stream,
+    output: &Arc<Mutex<BoundedOutput>>,
+    sink: &Sink,
+) -> JoinHandle<()> {
+    let output = Arc::clone(output);
+    let sink = Arc::clone(sink);
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    output
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(&buf[..n]);
+                    sink(Event::Output {
+                        stream,
+                        data: &buf[..n],
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // A terminal whose last user is gone reads as EIO: that is its end too.
+                Err(_) => break,
+            }
+        }
+    })
+}
+
+/// Writes queued input to the command until told to close or the command goes.
+fn feed_input(
+    mut to: Box<dyn Write + Send>,
+    from: std::sync::mpsc::Receiver<InputMessage>,
+    terminal: bool,
+) {
+    while let Ok(message) = from.recv() {
+        match message {
+            InputMessage::Data(d) => {
+                if to.write_all(&d).and_then(|_| to.flush()).is_err() {
+                    return;
+                }
+            }
+            InputMessage::Close if terminal => {
+                // End of file on a terminal in canonical mode is Ctrl-D at a line start.
+                if to.write_all(b"\x04").is_err() {
+                    return;
+                }
+            }
+            InputMessage::Close => return,
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The few system calls the executor makes that std does not offer: a pseudo-terminal, its
+//! window size, handing it to a child as controlling terminal, signals to a process group, and
+//! waiting for a child without reaping it. Every `unsafe` block of the `cordon` crate is here.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn winsize(rows: u16, cols: u16) -> libc::winsize {
+    libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    }
+}
+
+/// A new pseudo-terminal of `rows` × `cols`: (master, slave), both close-on-exec.
+pub fn open_pty(rows: u16, cols: u16) -> io::Result<(File, File)> {
+    let mut master: libc::c_int = -1;
+    let mut slave: libc::c_int = -1;
+    let size = winsize(rows, cols);
+    // SAFETY: the out-pointers are valid for the call; a null name and termios are allowed;
+    // `size` is a valid winsize that outlives the call.
+    check(unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    })?;
+    // SAFETY: openpty succeeded, so both are open descriptors that nothing else owns.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    for fd in [&master, &slave] {
+        // SAFETY: fcntl on a descriptor we own, with integer arguments only.
+        check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) })?;
+    }
+    Ok((File::from(master), File::from(slave)))
+}
+
+/// Tells the terminal behind `master` its new size; the kernel then sends SIGWINCH to the
+/// terminal's foreground process group.
+pub fn set_window_size(master: &File, rows: u16, cols: u16) -> io::Result<()> {
+    let size = winsize(rows, cols);
+    // SAFETY: TIOCSWINSZ reads one winsize through the pointer, which is valid for the call.
+    check(unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) }).map(drop)
+}
+
+/// Makes the child `cmd` starts the leader of a new session whose controlling terminal is its
+/// standard input, so that Ctrl-C and window changes on that terminal signal it.
+pub fn controlling_terminal(cmd: &mut Command) {
+    // SAFETY: the closure runs in the child between fork and exec and calls only setsid and
+    // ioctl, which are async-signal-safe, allocating nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            check(libc::setsid())?;
+            check(libc::ioctl(0, libc::TIOCSCTTY as _, 0))?;
+            Ok(())
+        });
+    }
+}
+
+/// Sends `signal` to every process in process group `pgid`.
+pub fn signal_group(pgid: u32, signal: libc::c_int) {
+    // SAFETY: kill takes integers only; a negative pid names a process group.
+    unsafe { libc::kill(-(pgid as libc::pid_t), signal) };
+}
+
+/// Sends `signal` to process `pid`.
+pub fn signal_process(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill takes integers only.
+    unsafe { libc::kill(pid as libc::pid_t, signal) };
+}
+
+/// Waits until child `pid` has ended but leaves it unreaped, so its pid cannot be reused
+/// while someone may still signal it.
+pub fn wait_unreaped(pid: u32) -> io::Result<()> {
+    loop {
+        // SAFETY: a zeroed siginfo_t is a valid out-buffer; waitid writes into it only.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is valid for the call; the other arguments are integers.
+        let ret = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        match check(ret) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -1,0 +1,577 @@
+//! `cordon exec --jsonl` and `cordon shell` through the real binary: the JSON protocol
+//! (concurrent runs, cancel, ask/answer, refusals, bounded output, malformed lines), commands
+//! on a pseudo-terminal (isatty, window size, resize, Ctrl-C), and the shell driven through a
+//! real terminal (tmux).
+//!
+//! Waiting for an event is bounded (a hung cordon fails the test instead of hanging it), but
+//! nothing asserts how long anything took.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::Duration;
+
+use common::{Mode, Sandbox, cordon_bin};
+use serde_json::{Value, json};
+
+/// Long enough for a loaded CI machine; only reached when cordon is broken.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    events: Receiver<Value>,
+    /// Every event seen so far, in order.
+    seen: Vec<Value>,
+}
+
+impl Client {
+    fn start(sb: &Sandbox, flags: &[&str]) -> Client {
+        let mut cmd = Command::new(cordon_bin());
+        cmd.arg("exec")
+            .arg("--jsonl")
+            .args(flags)
+            .current_dir(&sb.ws)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        if sb.mode == Mode::LandlockOnly {
+            cmd.env("CORDON_SANDBOX_LANDLOCK_ONLY", "1");
+        }
+        let mut child = cmd.spawn().expect("start cordon exec");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, events) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let line = line.expect("read an event");
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("event is not JSON ({e}): {line}"));
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Client {
+            stdin: child.stdin.take(),
+            child,
+            events,
+            seen: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, request: &Value) {
+        self.send_line(&request.to_string());
+    }
+
+    fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        writeln!(stdin, "{line}").expect("write a request");
+        stdin.flush().expect("flush");
+    }
+
+    fn close(&mut self) {
+        self.stdin.take();
+    }
+
+    /// The next event for which `want` holds (earlier ones are kept in `seen`).
+    fn wait_for(&mut self, what: &str, want: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            match self.events.recv_timeout(PATIENCE) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if want(&v) {
+                        return v;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("no {what} event came; saw: {:#?}", self.seen)
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!(
+                        "cordon exec ended before a {what} event; saw: {:#?}",
+                        self.seen
+                    )
+                }
+            }
+        }
+    }
+
+    /// The event of this kind for `id`, whether it has come already or is still to come.
+    fn event(&mut self, kind: &str, id: &str) -> Value {
+        if let Some(v) = self
+            .seen
+            .iter()
+            .find(|v| v["type"] == kind && v["id"] == id)
+        {
+            return v.clone();
+        }
+        self.wait_for(&format!("{kind} ({id})"), |v| {
+            v["type"] == kind && v["id"] == id
+        })
+    }
+
+    /// Waits until what `id` wrote so far contains `text` (it may come in several events).
+    fn wait_output(&mut self, id: &str, text: &str) {
+        while !self.streamed(id).contains(text) {
+            self.wait_for(&format!("output {text:?} ({id})"), |v| {
+                v["type"] == "output" && v["id"] == id
+            });
+        }
+    }
+
+    /// Everything `id` wrote, as streamed.
+    fn streamed(&self, id: &str) -> String {
+        self.seen
+            .iter()
+            .filter(|v| v["type"] == "output" && v["id"] == id)
+            .map(|v| v["data"].as_str().unwrap_or_default())
+            .collect()
+    }
+
+    /// Waits for cordon exec to end after its input closed.
+    fn finish(mut self) -> Vec<Value> {
+        self.close();
+        while let Ok(v) = self.events.recv_timeout(PATIENCE) {
+            self.seen.push(v);
+        }
+        let status = self.child.wait().expect("wait for cordon exec");
+        assert!(status.success(), "cordon exec failed: {status}");
+        std::mem::take(&mut self.seen)
+    }
+}
+
+impl Drop for Client {
+    /// A test that failed half-way must not leave cordon exec (and its runs) behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run(id: &str, command: &str) -> Value {
+    json!({ "type": "run", "id": id, "command": command, "mode": "yolo" })
+}
+
+#[test]
+fn runs_go_on_at_once_and_each_reports_its_own_end() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &[]);
+    // `a` can only finish if `b` runs while `a` is still running.
+    c.send(&run(
+        "a",
+        "for i in $(seq 1 4000); do test -e b-was-here && echo a-saw-b && exit 0; sleep 0.05; done; exit 9",
+    ));
+    c.wait_for("a started", |v| v["type"] == "started" && v["id"] == "a");
+    c.send(&run(
+        "b",
+        "touch b-was-here; echo from-b; echo oops >&2; exit 3",
+    ));
+    let b = c.event("exited", "b");
+    assert_eq!(b["exit_code"], 3, "{b}");
+    assert_eq!(b["cancelled"], false);
+    // The two pipes are read apart, so their order between each other is not kept.
+    let kept = b["output"]["text"].as_str().unwrap_or_default();
+    assert!(
+        kept.contains("from-b\n") && kept.contains("oops\n"),
+        "{kept}"
+    );
+    let a = c.event("exited", "a");
+    assert_eq!(a["exit_code"], 0, "{a}");
+    assert_eq!(c.streamed("a"), "a-saw-b\n");
+    let mut streams: Vec<(String, String)> = c
+        .seen
+        .iter()
+        .filter(|v| v["type"] == "output" && v["id"] == "b")
+        .map(|v| (v["stream"].to_string(), v["data"].to_string()))
+        .collect();
+    streams.sort();
+    assert_eq!(
+        streams,
+        [
+            (r#""stderr""#.into(), r#""oops\n""#.into()),
+            (r#""stdout""#.into(), r#""from-b\n""#.into())
+        ]
+    );
+    // Every run's events come in order: decision, started, output…, exited.
+    for id in ["a", "b"] {
+        let kinds: Vec<&str> = c
+            .seen
+            .iter()
+            .filter(|v| v["id"] == id)
+            .map(|v| v["type"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(kinds.first(), Some(&"decision"), "{id}: {kinds:?}");
+        assert_eq!(kinds.get(1), Some(&"started"), "{id}: {kinds:?}");
+        assert_eq!(kinds.last(), Some(&"exited"), "{id}: {kinds:?}");
+    }
+    // An id is free again once its run has ended.
+    c.seen.clear();
+    c.send(&run("b", "echo again"));
+    assert_eq!(c.event("exited", "b")["exit_code"], 0);
+    c.finish();
+}
+
+/// Cancels a command that ignores SIGTERM and leaves a child behind, and checks that nothing
+/// of it survives on the host.
+fn cancel_leaves_nothing_behind(mode: Mode) {
+    let Some(sb) = Sandbox::with_mode(mode) else {
+        return;
+    };
+    let marker = match mode {
+        Mode::Namespaces => "987651",
+        Mode::LandlockOnly => "987652",
+    };
+    let mut c = Client::start(&sb, &[]);
+    c.send(&run(
+        "s",
+        &format!("trap '' TERM; sleep {marker} & echo ready; wait; wait"),
+    ));
+    c.wait_output("s", "ready");
+    c.send(&json!({ "type": "cancel", "id": "s" }));
+    let e = c.event("exited", "s");
+    assert_eq!(e["cancelled"], true, "{e}");
+    assert_ne!(e["exit_code"], 0, "{e}");
+    let left = Command::new("pgrep")
+        .args(["-f", &format!("sleep {marker}")])
+        .output()
+        .expect("pgrep");
+    assert!(
+        left.stdout.is_empty(),
+        "processes survived the cancel: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+    // Cancelling what has ended is an error event, not a crash.
+    c.send(&json!({ "type": "cancel", "id": "s" }));
+    let err = c.wait_for("error", |v| v["type"] == "error");
+    assert_eq!(err["id"], "s");
+    c.finish();
+}
+
+#[test]
+fn cancel_kills_the_whole_sandbox() {
+    cancel_leaves_nothing_behind(Mode::Namespaces);
+}
+
+#[test]
+fn cancel_kills_the_whole_sandbox_without_user_namespaces() {
+    cancel_leaves_nothing_behind(Mode::LandlockOnly);
+}
+
+#[test]
+fn ask_user_waits_for_an_answer_and_end_of_input_means_no() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &["--mode", "default"]);
+    // Writing a file asks in the default mode.
+    c.send(&json!({ "type": "run", "id": "yes", "command": "touch said-yes" }));
+    let ask = c.event("ask", "yes");
+    assert_eq!(ask["args"]["command"], "touch said-yes");
+    assert!(!sb.ws.join("said-yes").exists(), "ran before the answer");
+    c.send(&json!({ "type": "answer", "id": "yes", "allow": true }));
+    assert_eq!(c.event("exited", "yes")["exit_code"], 0);
+    assert!(sb.ws.join("said-yes").exists());
+
+    c.send(&json!({ "type": "run", "id": "no", "command": "touch said-no" }));
+    c.event("ask", "no");
+    c.send(&json!({ "type": "answer", "id": "no", "allow": false }));
+    let e = c.event("exited", "no");
+    assert_eq!(e["refused"], true, "{e}");
+    assert!(!sb.ws.join("said-no").exists());
+
+    // A question still open when input ends is answered no.
+    c.send(&json!({ "type": "run", "id": "open", "command": "touch never" }));
+    c.event("ask", "open");
+    let seen = c.finish();
+    let e = seen
+        .iter()
+        .find(|v| v["type"] == "exited" && v["id"] == "open")
+        .expect("an exited event for the open question");
+    assert_eq!(e["refused"], true, "{e}");
+    assert!(!sb.ws.join("never").exists());
+}
+
+#[test]
+fn denied_runs_are_refused_and_bad_lines_get_errors_naming_them() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &["--mode", "plan"]);
+    c.send_line("{not json");
+    let err = c.wait_for("error", |v| v["type"] == "error");
+    assert_eq!(err["line"], 1, "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("line 1:")
+    );
+    c.send(&json!({ "type": "run", "id": "w", "command": "touch x", "mode": "plan" }));
+    let d = c.event("decision", "w");
+    assert_eq!(d["decision"], "deny", "{d}");
+    let e = c.event("exited", "w");
+    assert_eq!(e["refused"], true, "{e}");
+    assert!(!sb.ws.join("x").exists());
+    c.send(&json!({ "type": "run", "id": "z" }));
+    let err = c.wait_for("error", |v| v["type"] == "error");
+    assert_eq!(
+        (err["line"].clone(), err["id"].clone()),
+        (json!(3), json!("z"))
+    );
+    c.send(&json!({ "type": "check", "id": "c", "tool": "run_shell_command", "args": { "command": "ls" } }));
+    assert_eq!(c.event("decision", "c")["decision"], "allow");
+    c.finish();
+}
+
+#[test]
+fn kept_output_is_bounded_while_all_of_it_streams() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &[]);
+    let mut req = run(
+        "big",
+        "echo first; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo last",
+    );
+    req["max_output"] = json!(1000);
+    c.send(&req);
+    let e = c.event("exited", "big");
+    let total = 6 + 3_000_000 + 1 + 5;
+    assert_eq!(
+        e["output"]["total_bytes"], total,
+        "{}",
+        e["output"]["total_bytes"]
+    );
+    assert_eq!(e["output"]["elided_bytes"], total - 1000);
+    let text = e["output"]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("first\nxxx"), "{text}");
+    assert!(text.ends_with("xxx\nlast\n"), "{text}");
+    assert!(text.contains("bytes of output left out"));
+    assert!(text.len() < 1200, "kept {} bytes", text.len());
+    assert_eq!(c.streamed("big").len(), total);
+    c.finish();
+}
+
+#[test]
+fn pipes_are_not_a_terminal_and_take_stdin() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &[]);
+    let mut req = run("p", "test -t 0 || test -t 1 && echo tty; tr a-z A-Z");
+    req["stdin"] = json!("piped in\n");
+    c.send(&req);
+    c.event("exited", "p");
+    assert_eq!(c.streamed("p"), "PIPED IN\n");
+    let mut req = run("i", "read line; echo got $line");
+    req["interactive"] = json!(true);
+    c.send(&req);
+    c.event("started", "i");
+    c.send(&json!({ "type": "input", "id": "i", "data": "hello\n" }));
+    c.event("exited", "i");
+    assert_eq!(c.streamed("i"), "got hello\n");
+    c.finish();
+}
+
+const PTY_PROGRAM: &str = r#"
+import os, signal, sys
+def winch(*_):
+    s = os.get_terminal_size(1)
+    print("resized", s.lines, s.columns, flush=True)
+def interrupt(*_):
+    print("interrupted", flush=True)
+    os._exit(42)
+signal.signal(signal.SIGWINCH, winch)
+signal.signal(signal.SIGINT, interrupt)
+s = os.get_terminal_size(1)
+print("tty", sys.stdin.isatty(), sys.stdout.isatty(), s.lines, s.columns, flush=True)
+while True:
+    signal.pause()
+"#;
+
+#[test]
+fn on_a_terminal_programs_see_it_its_size_resizes_and_ctrl_c() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::write(sb.ws.join("prog.py"), PTY_PROGRAM).expect("write");
+    let mut c = Client::start(&sb, &[]);
+    let mut req = run("t", "exec python3 prog.py");
+    req["pty"] = json!({ "rows": 33, "cols": 101 });
+    c.send(&req);
+    c.wait_output("t", "tty True True 33 101\r\n");
+    c.send(&json!({ "type": "resize", "id": "t", "rows": 20, "cols": 50 }));
+    c.wait_output("t", "resized 20 50\r\n");
+    // Ctrl-C typed on the terminal.
+    c.send(&json!({ "type": "input", "id": "t", "data": "\u{3}" }));
+    let e = c.event("exited", "t");
+    assert_eq!(e["exit_code"], 42, "{e}");
+    assert_eq!(e["cancelled"], false);
+    assert!(c.streamed("t").contains("interrupted"));
+    // The same program on pipes sees no terminal.
+    let mut req = run(
+        "p",
+        "python3 -c 'import sys; print(sys.stdin.isatty(), sys.stdout.isatty())'",
+    );
+    req["interactive"] = json!(true);
+    c.send(&req);
+    c.event("exited", "p");
+    assert_eq!(c.streamed("p"), "False False\n");
+    c.finish();
+}
+
+/// tmux on a private socket, removed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.socket, "-f", "/dev/null"]);
+        c
+    }
+
+    fn send(&self, keys: &[&str]) {
+        let ok = self
+            .cmd()
+            .args(["send-keys", "-t", "sh"])
+            .args(keys)
+            .status()
+            .expect("tmux send-keys");
+        assert!(ok.success());
+    }
+
+    fn screen(&self) -> String {
+        let o = self
+            .cmd()
+            .args(["capture-pane", "-p", "-t", "sh", "-S", "-200"])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// Waits until the screen shows `text` `times` times.
+    fn wait_for(&self, text: &str, times: usize) -> String {
+        let give_up = std::time::Instant::now() + PATIENCE;
+        loop {
+            let screen = self.screen();
+            if screen.matches(text).count() >= times {
+                return screen;
+            }
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the screen never showed {text:?} {times} time(s):\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn alive(&self) -> bool {
+        self.cmd()
+            .args(["has-session", "-t", "sh"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").stderr(Stdio::null()).status();
+    }
+}
+
+fn tmux_available() -> bool {
+    let found = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        let why = "shell tests skipped: tmux is not installed (apt-get install tmux)";
+        assert!(
+            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+            "{why} (CORDON_TEST_NO_SKIP is set)"
+        );
+        eprintln!("{why}");
+    }
+    found
+}
+
+fn start_shell(sb: &Sandbox, flags: &str, history: &Path) -> Tmux {
+    let tmux = Tmux {
+        socket: format!("cordon-test-{}", std::process::id()),
+    };
+    let command = format!(
+        "cd '{}' && exec '{}' shell --history '{}' {flags}",
+        sb.ws.display(),
+        cordon_bin().display(),
+        history.display()
+    );
+    let ok = tmux
+        .cmd()
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            "sh",
+            "-x",
+            "120",
+            "-y",
+            "50",
+            &command,
+        ])
+        .status()
+        .expect("tmux new-session");
+    assert!(ok.success());
+    tmux
+}
+
+#[test]
+fn the_shell_checks_each_line_runs_it_sandboxed_and_ctrl_c_cancels_only_the_command() {
+    if !tmux_available() {
+        return;
+    }
+    let Some(sb) = Sandbox::new() else { return };
+    let history = sb.outside.join("history");
+    let t = start_shell(&sb, "--mode default", &history);
+    t.wait_for("cordon [default | sandbox, no network] $", 1);
+
+    // Read-only: runs without asking.
+    t.send(&["echo hel''lo", "Enter"]);
+    t.wait_for("\nhello\n", 1);
+    // Writing asks; yes runs it, in the sandbox.
+    t.send(&["touch made; touch /etc/cordon-shell-test", "Enter"]);
+    t.wait_for("run it? [y/N]", 1);
+    t.send(&["y", "Enter"]);
+    t.wait_for("Read-only file system", 1);
+    assert!(sb.ws.join("made").exists());
+    assert!(!Path::new("/etc/cordon-shell-test").exists());
+    // No runs nothing.
+    t.send(&["touch refused", "Enter"]);
+    t.wait_for("run it? [y/N]", 2);
+    t.send(&["n", "Enter"]);
+    t.wait_for("cordon: not run", 1);
+    assert!(!sb.ws.join("refused").exists());
+
+    // Ctrl-C cancels the running command, and the shell goes on.
+    t.send(&["echo be''gun; sleep 987653", "Enter"]);
+    t.wait_for("run it? [y/N]", 3);
+    t.send(&["y", "Enter"]);
+    t.wait_for("\nbegun\n", 1);
+    t.send(&["C-c"]);
+    t.wait_for("cordon: cancelled", 1);
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 987653"])
+        .output()
+        .expect("pgrep");
+    assert!(left.stdout.is_empty(), "the command survived Ctrl-C");
+    // History: Up brings back the earlier line.
+    t.send(&["Up", "Up", "Up", "Up", "Enter"]);
+    t.wait_for("\nhello\n", 2);
+    assert!(t.alive());
+    t.send(&["exit", "Enter"]);
+    let give_up = std::time::Instant::now() + PATIENCE;
+    while t.alive() {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "exit did not leave:\n{}",
+            t.screen()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let saved = std::fs::read_to_string(&history).expect("history file");
+    assert!(saved.contains("echo hel''lo"), "{saved}");
+}
