@@ -575,3 +575,25 @@ fn the_shell_checks_each_line_runs_it_sandboxed_and_ctrl_c_cancels_only_the_comm
     let saved = std::fs::read_to_string(&history).expect("history file");
     assert!(saved.contains("echo hel''lo"), "{saved}");
 }
+
+#[test]
+fn a_command_that_runs_sandboxed_skips_asking_when_the_settings_say_so() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::create_dir_all(sb.ws.join(".cordon")).expect("mkdir");
+    std::fs::write(
+        sb.ws.join(".cordon/cordon.toml"),
+        "[sandbox]\nauto_allow_if_sandboxed = true\n",
+    )
+    .expect("write");
+    // The project's file widens, so it counts only when the workspace is trusted.
+    let mut c = Client::start(&sb, &["--mode", "default"]);
+    c.send(&json!({ "type": "run", "id": "asks", "command": "touch asked" }));
+    c.event("ask", "asks");
+    drop(c);
+    let mut c = Client::start(&sb, &["--mode", "default", "--trust-workspace"]);
+    c.send(&json!({ "type": "run", "id": "auto", "command": "touch auto" }));
+    let d = c.event("decision", "auto");
+    assert_eq!(d["decision"], "allow", "{d}");
+    assert_eq!(c.event("exited", "auto")["exit_code"], 0);
+    assert!(sb.ws.join("auto").exists());
+}

@@ -43,16 +43,11 @@ struct Request {
 pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
     if !args.jsonl {
         let call = args.call.call()?;
-        let engine = args.policy.engine()?;
-        let auto = args.policy.auto_allow()?;
-        let mut outcome = engine.check(&call, args.policy.options(), &ProcessRunner);
-        if let Some(auto) = &auto {
-            outcome = auto.apply(&engine, &call, outcome);
-        }
+        let outcome = Decider::new(&args.policy)?.check(&call, args.policy.options());
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(exit::OK);
     }
-    let mut engine = Ok((args.policy.engine()?, args.policy.auto_allow()?));
+    let mut decider = Ok(Decider::new(&args.policy)?);
     let mut stamp = args.policy.fingerprint();
     let mut input = std::io::stdin().lock();
     let mut out = std::io::stdout().lock();
@@ -86,27 +81,20 @@ pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
             let now = args.policy.fingerprint();
             if now != stamp {
                 stamp = now;
-                engine = args
-                    .policy
-                    .engine()
-                    .and_then(|e| Ok((e, args.policy.auto_allow()?)));
-                match &engine {
+                decider = Decider::new(&args.policy);
+                match &decider {
                     Ok(_) => tracing::info!("policy or settings changed: reloaded"),
                     Err(e) => tracing::warn!("policy or settings changed and do not load: {e:#}"),
                 }
             }
-            match (parse_request(text, args.policy.options().mode), &engine) {
+            match (parse_request(text, args.policy.options().mode), &decider) {
                 (Ok(_), Err(e)) => json!({
                     "error": format!("line {n}: the policy or settings changed and no longer load; fix them: {e:#}")
                 }),
-                (Ok((call, mode)), Ok((engine, auto))) => {
+                (Ok((call, mode)), Ok(decider)) => {
                     let mut opts = args.policy.options();
                     opts.mode = mode;
-                    let mut outcome = engine.check(&call, opts, &ProcessRunner);
-                    if let Some(auto) = auto {
-                        outcome = auto.apply(engine, &call, outcome);
-                    }
-                    serde_json::to_value(outcome)?
+                    serde_json::to_value(decider.check(&call, opts))?
                 }
                 // A bad line gets an error in its place, so answers stay in step with requests.
                 (Err(e), _) => json!({ "error": format!("line {n}: {e}") }),
@@ -199,6 +187,31 @@ pub(super) fn parse_call(
     call.annotations = req.annotations;
     call.subagent = req.subagent;
     Ok((call, mode))
+}
+
+/// The policy engine with what the settings add to its answers: what `check`, `exec` and
+/// `shell` decide with.
+#[derive(Debug)]
+pub struct Decider {
+    pub engine: PolicyEngine,
+    auto: Option<AutoAllow>,
+}
+
+impl Decider {
+    pub fn new(policy: &super::PolicyFlags) -> anyhow::Result<Self> {
+        Ok(Decider {
+            engine: policy.engine()?,
+            auto: policy.auto_allow()?,
+        })
+    }
+
+    pub fn check(&self, call: &ToolCall, opts: cordon_policy::CheckOptions) -> Outcome {
+        let outcome = self.engine.check(call, opts, &ProcessRunner);
+        match &self.auto {
+            Some(auto) => auto.apply(&self.engine, call, outcome),
+            None => outcome,
+        }
+    }
 }
 
 /// `sandbox.auto_allow_if_sandboxed`: a shell command that will run in the sandbox need not

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use cordon_policy::{ApprovalMode, Decision, PolicyEngine, ProcessRunner, ToolCall};
+use cordon_policy::{ApprovalMode, Decision, ToolCall};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -173,7 +173,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     if !args.jsonl {
         anyhow::bail!("cordon exec speaks JSON lines only so far; pass --jsonl (docs/PROTOCOL.md)");
     }
-    let engine = args.policy.engine()?;
+    let decider = super::check::Decider::new(&args.policy)?;
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
     let default_timeout = args.sandbox.timeout().map(Duration::from_secs_f64);
@@ -249,7 +249,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
         if text.is_empty() {
             continue;
         }
-        if let Err((id, message)) = handle(&shared, &engine, &defaults, text) {
+        if let Err((id, message)) = handle(&shared, &decider, &defaults, text) {
             shared.send(error_event(id.as_deref(), n, &message));
         }
     }
@@ -329,7 +329,7 @@ type Refusal = (Option<String>, String);
 /// One request line; an error names the id when the line had one.
 fn handle(
     shared: &Arc<Shared>,
-    engine: &PolicyEngine,
+    decider: &super::check::Decider,
     defaults: &Defaults,
     text: &str,
 ) -> Result<(), Refusal> {
@@ -356,7 +356,7 @@ fn handle(
         let (call, mode) = parse_call(value, defaults.options.mode).map_err(fail)?;
         let mut opts = defaults.options;
         opts.mode = mode;
-        let outcome = engine.check(&call, opts, &ProcessRunner);
+        let outcome = decider.check(&call, opts);
         shared.send(decision_event(&id, &outcome));
         return Ok(());
     }
@@ -449,7 +449,7 @@ fn handle(
             let call = ToolCall::new("run_shell_command", json!({ "command": command }));
             let mut check = defaults.options;
             check.mode = mode;
-            let outcome = engine.check(&call, check, &ProcessRunner);
+            let outcome = decider.check(&call, check);
             shared.send(decision_event(&id, &outcome));
             match outcome.decision {
                 Decision::Deny => shared.refused(&id, false, &outcome.reason),

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use clap::Args;
-use cordon_policy::{Decision, ProcessRunner, ToolCall};
+use cordon_policy::{Decision, ToolCall};
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 use serde_json::json;
@@ -42,7 +42,7 @@ fn default_history() -> Option<PathBuf> {
 }
 
 pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
-    let engine = args.policy.engine()?;
+    let decider = super::check::Decider::new(&args.policy)?;
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
     let options = args.policy.options();
@@ -116,7 +116,7 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
             break;
         }
         let call = ToolCall::new("run_shell_command", json!({ "command": line }));
-        let outcome = engine.check(&call, options, &ProcessRunner);
+        let outcome = decider.check(&call, options);
         match outcome.decision {
             Decision::Allow => {}
             Decision::Deny => {
