@@ -138,6 +138,21 @@ pub struct Blocked {
     pub via: &'static str,
 }
 
+impl From<&Blocked> for cordon_sandbox::Violation {
+    /// A refusal as an entry of a run's report: exact, since the proxy itself refused.
+    fn from(b: &Blocked) -> Self {
+        cordon_sandbox::Violation {
+            path: None,
+            destination: Some(format!("{}:{}", b.host, b.port)),
+            operation: "connect",
+            rule: b.rule.clone(),
+            exact: true,
+            action: None,
+            evidence: None,
+        }
+    }
+}
+
 /// The proxy: share it among listeners with an `Arc`.
 #[derive(Debug)]
 pub struct Proxy {

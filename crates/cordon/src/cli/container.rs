@@ -551,18 +551,7 @@ pub fn run_container(
     );
     let refused = proxy.map(|p| p.finish()).unwrap_or_default();
     let (code, timed_out) = ended?;
-    let blocked: Vec<Violation> = refused
-        .iter()
-        .map(|b| Violation {
-            path: None,
-            destination: Some(format!("{}:{}", b.host, b.port)),
-            operation: "connect",
-            rule: b.rule.clone(),
-            exact: true,
-            action: None,
-            evidence: None,
-        })
-        .collect();
+    let blocked: Vec<Violation> = refused.iter().map(Violation::from).collect();
     super::run::tell_what_happened(&blocked, &[], code, timed_out, None, run.report, false)?;
     Ok(code)
 }

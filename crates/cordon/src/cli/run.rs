@@ -576,15 +576,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .iter()
         .map(Violation::from)
         .chain(restored.iter().map(|p| Violation::restored(p)))
-        .chain(refused.iter().map(|b| Violation {
-            path: None,
-            destination: Some(format!("{}:{}", b.host, b.port)),
-            operation: "connect",
-            rule: b.rule.clone(),
-            exact: true,
-            action: None,
-            evidence: None,
-        }))
+        .chain(refused.iter().map(Violation::from))
         .chain(inferred.iter().cloned())
         .filter(|v| {
             // `ignore_violations` from the settings: what this command is known to touch.
