@@ -221,11 +221,26 @@ async def in_plan_mode() -> None:
         expect(not os.path.exists(os.path.join(WS, "planned")), "nothing ran")
 
 
+async def with_the_sandbox_walls() -> None:
+    # What a sandboxed command could not read, the file tools do not read either.
+    os.makedirs(os.path.join(WS, "private"), exist_ok=True)
+    with open(os.path.join(WS, "private", "key"), "w") as f:
+        f.write("do not show")
+    async with Client(server("--workspace", WS, "--deny-read", "private")) as c:
+        r = await call(c, "read_file", {"file_path": "private/key"})
+        expect(r.is_error and "keeps from being read" in text(r), "read_file keeps to --deny-read", r)
+        r = await call(c, "search_file_content", {"pattern": "do not"})
+        expect(not r.is_error and "private" not in text(r), "search_file_content does not look there", r)
+        r = await call(c, "run_shell_command", {"command": "cat private/key"})
+        expect("do not show" not in text(r), "nor can a command read it", r)
+
+
 async def main() -> None:
     await with_a_user_who_says_yes()
     await with_a_user_who_says_no()
     await with_nobody_to_ask()
     await in_plan_mode()
+    await with_the_sandbox_walls()
     print("all checks passed", flush=True)
 
 

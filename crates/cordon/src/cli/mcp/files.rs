@@ -3,7 +3,8 @@
 //! the policy has allowed the call and the paths have been checked to lie inside the workspace.
 //! Between that check and the use a sandboxed command (which may write the workspace) could
 //! swap a path for a symlink, so each file is checked again for where it really is once open,
-//! and a symlink is never created through. What they return is bounded.
+//! and a symlink is never created through. They keep to the sandbox's walls too: what a
+//! command could not read or write here, neither can they. What they return is bounded.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, Write};
@@ -108,6 +109,66 @@ pub struct SearchFileContent {
     pub include: Option<String>,
 }
 
+/// What the sandbox would keep from a command here (its plan), which the file tools keep to as
+/// well. Patterns in the settings are expanded once, when the server starts.
+#[derive(Debug, Clone, Default)]
+pub struct Walls {
+    /// Not to be read (`deny_read`)…
+    pub hidden: Vec<PathBuf>,
+    /// …except below these (`allow_read`).
+    pub reopened: Vec<PathBuf>,
+    /// Not to be written: `deny_write`, start-up files, git's config and hooks, editor and
+    /// agent settings, cordon's own settings.
+    pub read_only: Vec<PathBuf>,
+}
+
+impl Walls {
+    fn resolved(mut self) -> Self {
+        for list in [&mut self.hidden, &mut self.reopened, &mut self.read_only] {
+            for p in list.iter_mut() {
+                if let Ok(real) = std::fs::canonicalize(&*p) {
+                    *p = real;
+                }
+            }
+        }
+        self
+    }
+
+    fn unreadable(&self, real: &Path) -> Option<&Path> {
+        if self.reopened.iter().any(|r| real.starts_with(r)) {
+            return None;
+        }
+        self.hidden
+            .iter()
+            .find(|h| real.starts_with(h))
+            .map(PathBuf::as_path)
+    }
+
+    fn unwritable(&self, real: &Path) -> Option<&Path> {
+        self.read_only
+            .iter()
+            .find(|r| real.starts_with(r))
+            .map(PathBuf::as_path)
+    }
+
+    /// Why `real` is out of bounds for reading (or, with `write`, writing), if it is.
+    fn refusal(&self, real: &Path, shown: &str, write: bool) -> Option<String> {
+        if let Some(h) = self.unreadable(real) {
+            return Some(format!(
+                "`{shown}` is in {}, which the sandbox keeps from being read; refused",
+                h.display()
+            ));
+        }
+        match self.unwritable(real) {
+            Some(r) if write => Some(format!(
+                "`{shown}` is in {}, which the sandbox keeps read-only; refused",
+                r.display()
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// The directories the file tools may touch.
 #[derive(Debug, Clone)]
 pub struct Workspace {
@@ -115,16 +176,18 @@ pub struct Workspace {
     pub cwd: PathBuf,
     /// The working directory and every workspace, symlinks resolved.
     roots: Vec<PathBuf>,
+    walls: Walls,
 }
 
 impl Workspace {
-    pub fn new(env: &Environment) -> Self {
+    pub fn new(env: &Environment, walls: Walls) -> Self {
         Workspace {
             cwd: env.cwd.clone(),
             roots: std::iter::once(&env.cwd)
                 .chain(&env.workspaces)
                 .filter_map(|d| std::fs::canonicalize(d).ok())
                 .collect(),
+            walls: walls.resolved(),
         }
     }
 
@@ -146,6 +209,9 @@ impl Workspace {
                 real.display()
             ));
         }
+        if let Some(why) = self.walls.refusal(&real, path, false) {
+            return Err(why);
+        }
         if !real.is_dir() {
             return Err(format!("`{path}` is not a directory"));
         }
@@ -153,15 +219,17 @@ impl Workspace {
     }
 
     /// Checks where an open file really is, whatever its path was swapped for since the check.
-    fn check_opened(&self, file: &File, shown: &str) -> Result<(), String> {
+    fn check_opened(&self, file: &File, shown: &str, write: bool) -> Result<(), String> {
         let real = opened_path(file).map_err(|e| format!("cannot tell where `{shown}` is: {e}"))?;
-        if self.inside(&real) {
-            Ok(())
-        } else {
-            Err(format!(
+        if !self.inside(&real) {
+            return Err(format!(
                 "`{shown}` leads outside the workspace (to {}); refused",
                 real.display()
-            ))
+            ));
+        }
+        match self.walls.refusal(&real, shown, write) {
+            Some(why) => Err(why),
+            None => Ok(()),
         }
     }
 
@@ -172,7 +240,7 @@ impl Workspace {
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
             .map_err(|e| format!("cannot open `{shown}`: {e}"))?;
-        self.check_opened(&file, shown)?;
+        self.check_opened(&file, shown, false)?;
         let meta = file
             .metadata()
             .map_err(|e| format!("cannot read `{shown}`: {e}"))?;
@@ -187,9 +255,39 @@ impl Workspace {
         Ok(file)
     }
 
+    /// Refuses a write before anything is created (a file or its directories): where `path`
+    /// would land, from its nearest existing ancestor, must be inside and writable.
+    fn check_write(&self, path: &Path, shown: &str) -> Result<(), String> {
+        let mut existing = path.to_path_buf();
+        let mut rest = Vec::new();
+        let real = loop {
+            if let Ok(real) = std::fs::canonicalize(&existing) {
+                break rest.iter().rev().fold(real, |p: PathBuf, n| p.join(n));
+            }
+            match (existing.file_name(), existing.parent()) {
+                (Some(name), Some(parent)) => {
+                    rest.push(name.to_os_string());
+                    existing = parent.to_path_buf();
+                }
+                _ => return Err(format!("cannot resolve `{shown}`")),
+            }
+        };
+        if !self.inside(&real) {
+            return Err(format!(
+                "`{shown}` leads outside the workspace (to {}); refused",
+                real.display()
+            ));
+        }
+        match self.walls.refusal(&real, shown, true) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+
     /// Opens a file for writing, creating it if missing, without following a symlink as the
     /// last part: a dangling link in the workspace must not create a file where it points.
     fn open_write(&self, path: &Path, shown: &str, read: bool) -> Result<File, String> {
+        self.check_write(path, shown)?;
         // A link to an existing file inside the workspace is written through, as an editor
         // would; `canonicalize` only succeeds for a link whose target exists.
         let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -205,7 +303,7 @@ impl Workspace {
                 }
                 _ => format!("cannot open `{shown}` for writing: {e}"),
             })?;
-        self.check_opened(&file, shown)?;
+        self.check_opened(&file, shown, true)?;
         let meta = file
             .metadata()
             .map_err(|e| format!("cannot read `{shown}`: {e}"))?;
@@ -340,6 +438,7 @@ pub fn read_file(ws: &Workspace, a: &ReadFile) -> Result<String, String> {
 pub fn write_file(ws: &Workspace, a: &WriteFile) -> Result<String, String> {
     let path = ws.resolve(&a.file_path);
     let existed = path.exists();
+    ws.check_write(&path, &a.file_path)?;
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("cannot create the directories of `{}`: {e}", a.file_path))?;
@@ -475,10 +574,12 @@ fn relative_pattern(what: &str, p: &str) -> Result<(), String> {
 /// .git itself skipped), never following symlinks; calls `f` with each entry and its path
 /// relative to `root` until it says stop. Returns whether the walk was cut short.
 fn walk(
+    ws: &Workspace,
     root: &Path,
     respect_git_ignore: bool,
     mut f: impl FnMut(&ignore::DirEntry, &Path) -> bool,
 ) -> bool {
+    let walls = ws.walls.clone();
     let walker = ignore::WalkBuilder::new(root)
         .hidden(false)
         .follow_links(false)
@@ -488,7 +589,8 @@ fn walk(
         .ignore(respect_git_ignore)
         .parents(respect_git_ignore)
         .require_git(false)
-        .filter_entry(|e| e.file_name() != ".git")
+        // What a command could not read is not walked either.
+        .filter_entry(move |e| e.file_name() != ".git" && walls.unreadable(e.path()).is_none())
         .build();
     for (visited, entry) in walker.enumerate() {
         if visited >= MAX_VISITED {
@@ -519,7 +621,7 @@ pub fn glob(ws: &Workspace, a: &Glob) -> Result<String, String> {
         .map_err(|e| format!("pattern `{}`: {e}", a.pattern))?
         .compile_matcher();
     let mut found = Vec::new();
-    let cut = walk(&root, a.respect_git_ignore.unwrap_or(true), |_, rel| {
+    let cut = walk(ws, &root, a.respect_git_ignore.unwrap_or(true), |_, rel| {
         if matcher.is_match(rel) {
             found.push(root.join(rel));
         }
@@ -565,7 +667,7 @@ pub fn search_file_content(ws: &Workspace, a: &SearchFileContent) -> Result<Stri
     let mut matches = 0usize;
     let mut files = 0usize;
     let mut line = Vec::new();
-    let cut = walk(&root, true, |entry, rel| {
+    let cut = walk(ws, &root, true, |entry, rel| {
         // Symlinks are not regular files here, so a link out of the workspace is not read.
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             return true;
@@ -625,10 +727,13 @@ mod tests {
     use super::*;
 
     fn ws(dir: &Path) -> Workspace {
-        Workspace::new(&Environment {
-            cwd: dir.to_path_buf(),
-            workspaces: vec![],
-        })
+        Workspace::new(
+            &Environment {
+                cwd: dir.to_path_buf(),
+                workspaces: vec![],
+            },
+            Walls::default(),
+        )
     }
 
     #[test]
@@ -698,6 +803,69 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(dir.path().join("f")).map_err(|e| e.to_string())?,
             "c b c"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn the_sandbox_walls_hold_for_the_file_tools() -> Result<(), String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let d = dir.path();
+        for sub in ["secrets", "secrets/open", "locked"] {
+            std::fs::create_dir_all(d.join(sub)).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(d.join("secrets/key"), "k").map_err(|e| e.to_string())?;
+        std::fs::write(d.join("secrets/open/ok"), "ok").map_err(|e| e.to_string())?;
+        let ws = Workspace::new(
+            &Environment {
+                cwd: d.to_path_buf(),
+                workspaces: vec![],
+            },
+            Walls {
+                hidden: vec![d.join("secrets")],
+                reopened: vec![d.join("secrets/open")],
+                read_only: vec![d.join("locked")],
+            },
+        );
+        let read = |p: &str| {
+            read_file(
+                &ws,
+                &ReadFile {
+                    file_path: p.into(),
+                    offset: None,
+                    limit: None,
+                },
+            )
+        };
+        let denied = read("secrets/key");
+        assert!(
+            denied
+                .as_ref()
+                .is_err_and(|e| e.contains("keeps from being read")),
+            "{denied:?}"
+        );
+        assert_eq!(read("secrets/open/ok")?, "ok\n");
+        let wrote = write_file(
+            &ws,
+            &WriteFile {
+                file_path: "locked/new/file".into(),
+                content: "x".into(),
+            },
+        );
+        assert!(wrote.is_err_and(|e| e.contains("read-only")));
+        assert!(!d.join("locked/new").exists(), "nothing is created");
+        let found = glob(
+            &ws,
+            &Glob {
+                pattern: "**/*".into(),
+                dir_path: None,
+                case_sensitive: None,
+                respect_git_ignore: None,
+            },
+        )?;
+        assert!(
+            !found.contains("key") && found.contains("locked"),
+            "{found}"
         );
         Ok(())
     }

@@ -179,7 +179,14 @@ struct Server {
 
 pub fn run(args: McpArgs) -> anyhow::Result<u8> {
     let decider = Decider::new(&args.policy)?;
-    let workspace = Workspace::new(decider.engine.environment());
+    // The walls each command's sandbox will have, for the file tools that work outside it.
+    let plan = super::run::plan_for(&args.sandbox)?;
+    let walls = files::Walls {
+        hidden: plan.hidden,
+        reopened: plan.reopened,
+        read_only: plan.read_only,
+    };
+    let workspace = Workspace::new(decider.engine.environment(), walls);
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
     let runs = Arc::new(Runs::default());
