@@ -90,6 +90,7 @@ async def with_a_user_who_says_yes() -> None:
         before = len(asked)
         r = await call(c, "write_file", {"file_path": "notes.txt", "content": "hello\nworld\n"})
         expect(not r.is_error and len(asked) == before + 1, "write_file asked, was allowed and wrote", (r, asked))
+        expect("write `notes.txt` (12 bytes)" in asked[-1], "the question names the file", asked[-1])
         expect(open(os.path.join(WS, "notes.txt")).read() == "hello\nworld\n", "the file holds what was written")
 
         r = await call(c, "read_file", {"file_path": "notes.txt"})

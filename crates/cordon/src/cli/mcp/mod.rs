@@ -269,6 +269,16 @@ impl ServerHandler for Server {
     }
 }
 
+/// Text for a question, quoted and cut short: the person asked should see what matters, not a
+/// whole file.
+fn shorten(text: &str) -> String {
+    const MOST: usize = 300;
+    match text.char_indices().nth(MOST) {
+        Some((i, _)) => format!("`{}…` ({} bytes)", &text[..i], text.len()),
+        None => format!("`{text}`"),
+    }
+}
+
 /// A call cordon would not make, and why, as the model should read it.
 fn refused(tool: &str, reason: &str, outcome: Option<&Outcome>) -> CallToolResult {
     let mut r = CallToolResult::error(vec![ContentBlock::text(format!(
@@ -380,7 +390,18 @@ impl Server {
                 }
                 s
             }
-            _ => format!("call {} with {}", call.name, call.args),
+            Parsed::Write(a) => format!("write `{}` ({} bytes)", a.file_path, a.content.len()),
+            Parsed::Replace(a) => format!(
+                "edit `{}`, replacing {} with {}",
+                a.file_path,
+                shorten(&a.old_string),
+                shorten(&a.new_string)
+            ),
+            _ => format!(
+                "call {} with {}",
+                call.name,
+                shorten(&call.args.to_string())
+            ),
         };
         let message = format!(
             "cordon: allow the agent to {what}?\nWhy you are asked: {}",
