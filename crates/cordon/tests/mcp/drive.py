@@ -3,6 +3,10 @@ cordon did not write: it lists the tools, calls each, watches output stream as p
 cancels a long run and checks nothing of it is left, and answers (or cannot answer) the
 questions cordon asks through elicitation.
 
+It does all of that twice: in the handshake era (protocol 2025-11-25, where cordon asks with
+an `elicitation/create` request) and in 2026-07-28 (where it asks with an input-required
+result and the call comes back with the answer), each in a workspace of its own.
+
 Run by tests/mcp.rs:  python drive.py CORDON WORKSPACE OUTSIDE MARKER
 Prints one line per check; any failure raises, so the exit status is not 0.
 """
@@ -16,7 +20,10 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
-CORDON, WS, OUTSIDE, MARKER = sys.argv[1:5]
+CORDON, TOP, OUTSIDE, MARKER = sys.argv[1:5]
+# Set for each era by main().
+WS = TOP
+MODE = "legacy"
 PATIENCE = 60.0
 TOOLS = {
     "run_shell_command",
@@ -32,6 +39,10 @@ TOOLS = {
 def server(*flags: str) -> StdioServerParameters:
     env = dict(os.environ)
     return StdioServerParameters(command=CORDON, args=["mcp", *flags], cwd=WS, env=env)
+
+
+def client(*flags: str, **kw) -> Client:
+    return Client(server("--workspace", WS, *flags), mode=MODE, **kw)
 
 
 def text(result: types.CallToolResult) -> str:
@@ -73,7 +84,9 @@ def running(marker: str) -> str:
 
 
 async def with_a_user_who_says_yes() -> None:
-    async with Client(server("--workspace", WS), elicitation_callback=answer_yes) as c:
+    async with client(elicitation_callback=answer_yes) as c:
+        want = "2025-11-25" if MODE == "legacy" else "2026-07-28"
+        expect(c.protocol_version == want, f"the client speaks {want}", c.protocol_version)
         listed = await c.list_tools()
         names = {t.name for t in listed.tools}
         expect(names == TOOLS, "tools/list names the seven tools", names)
@@ -194,8 +207,43 @@ async def with_a_user_who_says_yes() -> None:
         expect("still here" in text(r), "the server still serves after a cancel", r)
 
 
+async def an_answer_is_for_its_own_call() -> None:
+    # 2026-07-28 only: the client echoes cordon's requestState with its answer. A yes given
+    # for one call must not let another through, nor be used twice.
+    async with client(elicitation_callback=answer_yes) as c:
+        s = c.session
+        first = await s.call_tool("run_shell_command", {"command": "touch asked-about"}, allow_input_required=True)
+        expect(isinstance(first, types.InputRequiredResult) and first.request_state, "the ask comes back as input required", first)
+        yes = {k: {"action": "accept", "content": {}} for k in (first.input_requests or {})}
+        other = await s.call_tool(
+            "run_shell_command",
+            {"command": "touch not-asked-about"},
+            input_responses=yes,
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        expect(isinstance(other, types.InputRequiredResult), "a yes for another call is not taken: asked afresh", other)
+        expect(not os.path.exists(os.path.join(WS, "not-asked-about")), "and nothing ran")
+        done = await s.call_tool(
+            "run_shell_command",
+            {"command": "touch asked-about"},
+            input_responses=yes,
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        expect(isinstance(done, types.CallToolResult) and not done.is_error, "the yes runs its own call", done)
+        again = await s.call_tool(
+            "run_shell_command",
+            {"command": "touch asked-about"},
+            input_responses=yes,
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        expect(isinstance(again, types.InputRequiredResult), "and is spent: the same state asks afresh", again)
+
+
 async def with_a_user_who_says_no() -> None:
-    async with Client(server("--workspace", WS), elicitation_callback=answer_no) as c:
+    async with client(elicitation_callback=answer_no) as c:
         before = len(asked)
         r = await call(c, "run_shell_command", {"command": "touch said-no"})
         expect(len(asked) == before + 1, "touch asked the user", asked)
@@ -205,7 +253,7 @@ async def with_a_user_who_says_no() -> None:
 
 async def with_nobody_to_ask() -> None:
     # No elicitation callback: the client declares no elicitation, so asking means no.
-    async with Client(server("--workspace", WS)) as c:
+    async with client() as c:
         r = await call(c, "run_shell_command", {"command": "touch nobody-asked"})
         expect(r.is_error and "cannot ask" in text(r), "without elicitation an ask is a refusal", r)
         expect(not os.path.exists(os.path.join(WS, "nobody-asked")), "nothing ran")
@@ -214,7 +262,7 @@ async def with_nobody_to_ask() -> None:
 
 
 async def in_plan_mode() -> None:
-    async with Client(server("--workspace", WS, "--mode", "plan"), elicitation_callback=answer_yes) as c:
+    async with client("--mode", "plan", elicitation_callback=answer_yes) as c:
         before = len(asked)
         r = await call(c, "run_shell_command", {"command": "touch planned"})
         expect(r.is_error and len(asked) == before, "the policy's deny is a refusal, asking nobody", r)
@@ -227,7 +275,7 @@ async def with_the_sandbox_walls() -> None:
     os.makedirs(os.path.join(WS, "private"), exist_ok=True)
     with open(os.path.join(WS, "private", "key"), "w") as f:
         f.write("do not show")
-    async with Client(server("--workspace", WS, "--deny-read", "private")) as c:
+    async with client("--deny-read", "private") as c:
         r = await call(c, "read_file", {"file_path": "private/key"})
         expect(r.is_error and "keeps from being read" in text(r), "read_file keeps to --deny-read", r)
         r = await call(c, "search_file_content", {"pattern": "do not"})
@@ -237,11 +285,20 @@ async def with_the_sandbox_walls() -> None:
 
 
 async def main() -> None:
-    await with_a_user_who_says_yes()
-    await with_a_user_who_says_no()
-    await with_nobody_to_ask()
-    await in_plan_mode()
-    await with_the_sandbox_walls()
+    global WS, MODE, MARKER
+    marker = MARKER
+    # "auto" probes with server/discover and takes the newest revision both sides speak.
+    for n, mode in enumerate(["legacy", "auto"]):
+        MODE, WS, MARKER = mode, os.path.join(TOP, mode), f"{marker}{n}"
+        os.makedirs(WS, exist_ok=True)
+        print(f"== mode {mode}", flush=True)
+        await with_a_user_who_says_yes()
+        await with_a_user_who_says_no()
+        await with_nobody_to_ask()
+        await in_plan_mode()
+        await with_the_sandbox_walls()
+        if mode == "auto":
+            await an_answer_is_for_its_own_call()
     print("all checks passed", flush=True)
 
 

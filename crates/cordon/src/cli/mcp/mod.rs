@@ -1,7 +1,8 @@
 //! `cordon mcp`: an MCP server on standard input and output that any MCP-capable agent can use
 //! as its toolbox. Every call is decided by the policy engine under the tool name the policy
-//! files use (Gemini CLI's); `ask_user` becomes an elicitation when the client can answer one,
-//! and a refusal when it cannot. `run_shell_command` runs in the sandbox through the executor,
+//! files use (Gemini CLI's); `ask_user` becomes an elicitation when the client can answer one
+//! (an `elicitation/create` request up to protocol 2025-11-25, an input-required result in
+//! 2026-07-28), and a refusal when it cannot. `run_shell_command` runs in the sandbox through the executor,
 //! its output streamed as progress notifications and stopped by `notifications/cancelled`;
 //! the file tools run here, inside the workspace (files.rs).
 
@@ -17,9 +18,10 @@ use anyhow::Context;
 use clap::Args;
 use cordon_policy::{CheckOptions, Decision, Outcome, ToolCall};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, Implementation,
+    InputRequest, InputRequests, InputRequiredResult, InputResponses, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
 use rmcp::service::{ElicitationMode, RequestContext};
@@ -175,6 +177,10 @@ struct Server {
     workspace: Arc<Workspace>,
     timeout: Option<Duration>,
     runs: Arc<Runs>,
+    /// Questions asked in the multi-round-trip form (2026-07-28), by the `requestState` the
+    /// client echoes with its answer: each is the call it is about, and is answered once.
+    asked: Arc<Mutex<HashMap<String, String>>>,
+    next_question: Arc<AtomicU64>,
 }
 
 pub fn run(args: McpArgs) -> anyhow::Result<u8> {
@@ -197,6 +203,8 @@ pub fn run(args: McpArgs) -> anyhow::Result<u8> {
         workspace: Arc::new(workspace),
         timeout: args.sandbox.timeout().map(Duration::from_secs_f64),
         runs: Arc::clone(&runs),
+        asked: Arc::default(),
+        next_question: Arc::default(),
     };
 
     // Ended by a signal (the agent went away): every run is cancelled, so that no sandbox is
@@ -243,15 +251,6 @@ impl ServerHandler for Server {
             )
     }
 
-    /// Only the revisions with the `initialize` handshake: in them cordon can ask the user
-    /// with an `elicitation/create` request in the middle of a call. (2026-07-28 forbids
-    /// requests from server to client and would need the multi-round-trip form instead.)
-    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
-        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
-    }
-
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -265,7 +264,7 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        Ok(self.call(request, context).await.into())
+        Ok(self.call(request, context).await)
     }
 }
 
@@ -277,6 +276,51 @@ fn shorten(text: &str) -> String {
         Some((i, _)) => format!("`{}…` ({} bytes)", &text[..i], text.len()),
         None => format!("`{text}`"),
     }
+}
+
+/// The question about a call, as an elicitation form with nothing to fill in: accepting it is
+/// the yes.
+fn question(call: &ToolCall, parsed: &Parsed, outcome: &Outcome) -> ElicitRequestParams {
+    let what = match parsed {
+        Parsed::Shell(a) => {
+            let mut s = format!("run `{}`", a.command);
+            if let Some(d) = &a.description {
+                s.push_str(&format!(" ({d})"));
+            }
+            if let Some(d) = &a.dir_path {
+                s.push_str(&format!(" in {d}"));
+            }
+            s
+        }
+        Parsed::Write(a) => format!("write `{}` ({} bytes)", a.file_path, a.content.len()),
+        Parsed::Replace(a) => format!(
+            "edit `{}`, replacing {} with {}",
+            a.file_path,
+            shorten(&a.old_string),
+            shorten(&a.new_string)
+        ),
+        _ => format!(
+            "call {} with {}",
+            call.name,
+            shorten(&call.args.to_string())
+        ),
+    };
+    let message = format!(
+        "cordon: allow the agent to {what}?\nWhy you are asked: {}",
+        outcome.reason
+    );
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: ElicitationSchema::new(BTreeMap::new()),
+    }
+}
+
+fn cannot_ask(outcome: &Outcome) -> String {
+    format!(
+        "the policy says to ask the user ({}), and this MCP client cannot ask (it did not declare elicitation support), so no",
+        outcome.reason
+    )
 }
 
 /// A call cordon would not make, and why, as the model should read it.
@@ -298,13 +342,15 @@ impl Server {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    ) -> CallToolResponse {
         let name = request.name.to_string();
+        let answers = request.input_responses;
+        let state = request.request_state;
         let args = Value::Object(request.arguments.unwrap_or_default());
         // Read first, so that nobody is asked about a call that cannot be made either.
         let parsed = match parse(&name, args.clone()) {
             Ok(p) => p,
-            Err(e) => return CallToolResult::error(vec![ContentBlock::text(e)]),
+            Err(e) => return CallToolResult::error(vec![ContentBlock::text(e)]).into(),
         };
         let call = ToolCall::new(name.clone(), args);
         // The tools' own wall, whichever rule would allow the call: paths stay in the
@@ -312,7 +358,7 @@ impl Server {
         let verdict =
             cordon_policy::checkers::workspace_paths(&call, self.decider.engine.environment());
         if verdict.decision == Decision::Deny {
-            return refused(&name, &verdict.reason, None);
+            return refused(&name, &verdict.reason, None).into();
         }
         let outcome = {
             let decider = Arc::clone(&self.decider);
@@ -321,21 +367,36 @@ impl Server {
             // External checkers are programs: they may take a while.
             match tokio::task::spawn_blocking(move || decider.check(&call, options)).await {
                 Ok(o) => o,
-                Err(e) => return refused(&name, &format!("the policy check failed: {e}"), None),
+                Err(e) => {
+                    return refused(&name, &format!("the policy check failed: {e}"), None).into();
+                }
             }
         };
         match outcome.decision {
             Decision::Allow => {}
-            Decision::Deny => return refused(&name, &outcome.reason, Some(&outcome)),
+            Decision::Deny => return refused(&name, &outcome.reason, Some(&outcome)).into(),
+            // 2026-07-28 has no requests from server to client: the question goes back as the
+            // call's result, and the answer comes with the call made again.
+            Decision::AskUser
+                if context
+                    .protocol_version()
+                    .is_some_and(|v| !v.has_initialize()) =>
+            {
+                match self.ask_in_rounds(&call, &parsed, &outcome, &context, answers, state) {
+                    Ok(None) => {}
+                    Ok(Some(question)) => return question.into(),
+                    Err(why) => return refused(&name, &why, Some(&outcome)).into(),
+                }
+            }
             Decision::AskUser => {
                 if let Err(why) = self.ask(&call, &parsed, &outcome, &context).await {
-                    return refused(&name, &why, Some(&outcome));
+                    return refused(&name, &why, Some(&outcome)).into();
                 }
             }
         }
         let ws = Arc::clone(&self.workspace);
         let done = match parsed {
-            Parsed::Shell(a) => return self.shell(a, context).await,
+            Parsed::Shell(a) => return self.shell(a, context).await.into(),
             Parsed::Read(a) => tokio::task::spawn_blocking(move || files::read_file(&ws, &a)).await,
             Parsed::Write(a) => {
                 tokio::task::spawn_blocking(move || files::write_file(&ws, &a)).await
@@ -358,6 +419,61 @@ impl Server {
                 "`{name}` failed inside cordon: {e}"
             ))]),
         }
+        .into()
+    }
+
+    /// The multi-round-trip ask: `Ok(Some(question))` to send back, `Ok(None)` when this call
+    /// carries a yes to the question asked about this very call. Fails closed like
+    /// [`Self::ask`].
+    fn ask_in_rounds(
+        &self,
+        call: &ToolCall,
+        parsed: &Parsed,
+        outcome: &Outcome,
+        context: &RequestContext<RoleServer>,
+        answers: Option<InputResponses>,
+        state: Option<String>,
+    ) -> Result<Option<InputRequiredResult>, String> {
+        const KEY: &str = "cordon-ask";
+        let about = format!("{}\0{}", call.name, call.args);
+        let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(state) = state
+            && asked.get(&state) == Some(&about)
+        {
+            // Answered once: a second call with the same state is asked again.
+            asked.remove(&state);
+            let answer = answers
+                .as_ref()
+                .and_then(|a| a.get(KEY))
+                .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
+            return match answer.map(|a| a.action) {
+                Some(ElicitationAction::Accept) => Ok(None),
+                Some(ElicitationAction::Decline) => Err("the user said no".into()),
+                Some(_) => Err("the user dismissed the question, so no".into()),
+                None => {
+                    Err("the call came back without an answer to cordon's question, so no".into())
+                }
+            };
+        }
+        if context
+            .meta
+            .client_capabilities()
+            .is_none_or(|c| c.elicitation.is_none())
+        {
+            return Err(cannot_ask(outcome));
+        }
+        // Questions nobody answers must not pile up without bound.
+        if asked.len() >= 1024 {
+            asked.clear();
+        }
+        let state = format!(
+            "cordon-ask-{}",
+            self.next_question.fetch_add(1, Ordering::Relaxed)
+        );
+        asked.insert(state.clone(), about);
+        let request = ElicitRequest::new(question(call, parsed, outcome));
+        let requests = InputRequests::from([(KEY.to_string(), InputRequest::Elicitation(request))]);
+        Ok(Some(InputRequiredResult::new(Some(requests), Some(state))))
     }
 
     /// Asks the user through the client. Fails closed: no elicitation support, an error, a
@@ -374,47 +490,10 @@ impl Server {
             .supported_elicitation_modes()
             .contains(&ElicitationMode::Form)
         {
-            return Err(format!(
-                "the policy says to ask the user ({}), and this MCP client cannot ask (it did not declare elicitation support), so no",
-                outcome.reason
-            ));
+            return Err(cannot_ask(outcome));
         }
-        let what = match parsed {
-            Parsed::Shell(a) => {
-                let mut s = format!("run `{}`", a.command);
-                if let Some(d) = &a.description {
-                    s.push_str(&format!(" ({d})"));
-                }
-                if let Some(d) = &a.dir_path {
-                    s.push_str(&format!(" in {d}"));
-                }
-                s
-            }
-            Parsed::Write(a) => format!("write `{}` ({} bytes)", a.file_path, a.content.len()),
-            Parsed::Replace(a) => format!(
-                "edit `{}`, replacing {} with {}",
-                a.file_path,
-                shorten(&a.old_string),
-                shorten(&a.new_string)
-            ),
-            _ => format!(
-                "call {} with {}",
-                call.name,
-                shorten(&call.args.to_string())
-            ),
-        };
-        let message = format!(
-            "cordon: allow the agent to {what}?\nWhy you are asked: {}",
-            outcome.reason
-        );
-        // Nothing to fill in: accepting the form is the yes.
-        let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message,
-            requested_schema: ElicitationSchema::new(BTreeMap::new()),
-        };
         tokio::select! {
-            answer = context.peer.create_elicitation(params) => match answer {
+            answer = context.peer.create_elicitation(question(call, parsed, outcome)) => match answer {
                 Ok(r) => match r.action {
                     ElicitationAction::Accept => Ok(()),
                     ElicitationAction::Decline => Err("the user said no".into()),
