@@ -2,9 +2,9 @@
 //! as its toolbox. Every call is decided by the policy engine under the tool name the policy
 //! files use (Gemini CLI's); `ask_user` becomes an elicitation when the client can answer one
 //! (an `elicitation/create` request up to protocol 2025-11-25, an input-required result in
-//! 2026-07-28), and a refusal when it cannot. `run_shell_command` runs in the sandbox through the executor,
-//! its output streamed as progress notifications and stopped by `notifications/cancelled`;
-//! the file tools run here, inside the workspace (files.rs).
+//! 2026-07-28), and a refusal when it cannot. `run_shell_command` runs in the sandbox through
+//! the executor, its output streamed as progress notifications and stopped by
+//! `notifications/cancelled`; the file tools run here, inside the workspace (files.rs).
 
 mod files;
 
@@ -347,14 +347,14 @@ impl Server {
         let answers = request.input_responses;
         let state = request.request_state;
         let args = Value::Object(request.arguments.unwrap_or_default());
-        // Read first, so that nobody is asked about a call that cannot be made either.
+        // Arguments are read first: nobody is asked about a call that cannot be made.
         let parsed = match parse(&name, args.clone()) {
             Ok(p) => p,
             Err(e) => return CallToolResult::error(vec![ContentBlock::text(e)]).into(),
         };
         let call = ToolCall::new(name.clone(), args);
         // The tools' own wall, whichever rule would allow the call: paths stay in the
-        // workspace. Checked first, so that nobody is asked about a call that cannot be made.
+        // workspace. Also checked before anyone is asked.
         let verdict =
             cordon_policy::checkers::workspace_paths(&call, self.decider.engine.environment());
         if verdict.decision == Decision::Deny {
