@@ -338,6 +338,11 @@ impl PolicyEngine {
         })
     }
 
+    /// Where calls are decided: the directories file arguments must stay inside.
+    pub fn environment(&self) -> &Environment {
+        &self.env
+    }
+
     pub fn rules(&self) -> &[Rule] {
         &self.rules
     }

@@ -111,6 +111,14 @@ impl ExternalRunner for NoExternalRunner {
     }
 }
 
+/// The `allowed-path` check on its own, as the rules' checker makes it: every path argument of
+/// `call` resolves inside the workspace, and outside `.git` and `.env` files. For a front that
+/// acts on files itself (cordon's MCP server), which must keep them inside the workspace
+/// whichever rule allowed the call, as Gemini CLI's own file tools do.
+pub fn workspace_paths(call: &ToolCall, env: &Environment) -> Verdict {
+    allowed_path::check(&AllowedPathConfig::default(), call, env)
+}
+
 pub(crate) fn run_checker(
     checker: &Checker,
     call: &ToolCall,

@@ -13,6 +13,8 @@ mod exec;
 #[cfg(unix)]
 mod explain;
 #[cfg(unix)]
+mod mcp;
+#[cfg(unix)]
 mod paths;
 mod policy;
 #[cfg(unix)]
@@ -82,6 +84,11 @@ enum Command {
     /// with their output streamed, cancel and ask/answer (docs/PROTOCOL.md).
     #[cfg(unix)]
     Exec(Box<exec::ExecArgs>),
+    /// An MCP server on standard input and output: shell commands in the sandbox and file
+    /// tools in the workspace, every call decided by the policy (ask_user becomes an
+    /// elicitation where the client supports one, and no where it does not).
+    #[cfg(unix)]
+    Mcp(Box<mcp::McpArgs>),
     /// An interactive shell for a person: each line is checked by the policy (asking when it
     /// says ask_user) and runs in the sandbox; Ctrl-C cancels the command, `exit` leaves.
     #[cfg(unix)]
@@ -236,6 +243,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => run::run(*args),
         #[cfg(unix)]
         Command::Exec(args) => exec::run(*args),
+        #[cfg(unix)]
+        Command::Mcp(args) => mcp::run(*args),
         #[cfg(unix)]
         Command::Shell(args) => shell::run(*args),
         #[cfg(target_os = "linux")]

@@ -414,6 +414,23 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     })
 }
 
+/// The plan a command run with these flags would get here, as the child `cordon run` of `exec`
+/// and `mcp` works it out from the same flags: for tools that touch files outside the sandbox
+/// (`cordon mcp`'s), which must keep to the same walls.
+pub fn plan_for(sandbox: &SandboxFlags) -> anyhow::Result<Plan> {
+    #[derive(clap::Parser)]
+    struct Just {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+    let mut argv: Vec<OsString> = vec!["cordon run".into()];
+    argv.extend(sandbox.to_args());
+    argv.extend(["-c".into(), "true".into()]);
+    let just = <Just as clap::Parser>::try_parse_from(argv)
+        .context("cannot read the sandbox flags back (a bug in cordon)")?;
+    plan(&with_settings(just.run)?)
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let args = with_settings(args)?;
     args.backend.validate()?;
