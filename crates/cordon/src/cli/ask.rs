@@ -121,7 +121,9 @@ fn keep(remember_in: Option<&Path>, host: &Host, port: u16, answer: Answer) {
     }
     let Some(path) = remember_in else { return };
     if let Err(e) = remember(path, host, port) {
-        eprintln!("cordon: could not remember {host}:{port} (allowed for this run only): {e:#}");
+        super::proxy::say(&format!(
+            "cordon: could not remember {host}:{port} (allowed for this run only): {e:#}"
+        ));
     }
 }
 

@@ -344,6 +344,13 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// A line on standard error that cannot bring the proxy down: whoever started it may have
+/// stopped reading (eprintln! panics when stderr is closed).
+pub fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// Every two seconds, whether the settings files changed; if so, the proxy takes the new
 /// rules, or, while they do not load, refuses everything (never the stale rules).
 #[cfg(target_os = "linux")]
@@ -362,13 +369,13 @@ async fn follow_settings(
         stamp = now;
         match settled() {
             Ok(rules) => {
-                eprintln!("cordon: proxy: settings changed; new rules in force");
+                say("cordon: proxy: settings changed; new rules in force");
                 proxy.set_rules(rules);
             }
             Err(e) => {
-                eprintln!(
+                say(&format!(
                     "cordon: proxy: settings changed and do not load; refusing every connection until they do: {e:#}"
-                );
+                ));
                 proxy.set_rules(Rules::default());
             }
         }
