@@ -383,13 +383,22 @@ fn https_to_an_allowed_domain_works_through_the_tunnel() {
 
 /// A standalone `cordon proxy` on 127.0.0.1 with `args`, and the address it listens on.
 fn standalone_proxy(args: &[&str]) -> (std::process::Child, String) {
-    let mut proxy = Command::new(common::cordon_bin())
-        .args(["proxy", "--listen=127.0.0.1:0"])
+    standalone_proxy_with(args, |_| {})
+}
+
+/// `cordon proxy --listen=127.0.0.1:0 ARGS`, set up further by `setup` (standard input, the
+/// environment), and the address it says it listens on.
+fn standalone_proxy_with(
+    args: &[&str],
+    setup: impl FnOnce(&mut Command),
+) -> (std::process::Child, String) {
+    let mut cmd = Command::new(common::cordon_bin());
+    cmd.args(["proxy", "--listen=127.0.0.1:0"])
         .args(args)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("proxy");
+        .stderr(std::process::Stdio::piped());
+    setup(&mut cmd);
+    let mut proxy = cmd.spawn().expect("proxy");
     let mut line = String::new();
     std::io::BufRead::read_line(
         &mut std::io::BufReader::new(proxy.stderr.take().expect("stderr")),
@@ -688,24 +697,17 @@ fn the_person_at_the_terminal_is_asked_once_per_host() {
 #[test]
 fn the_standalone_proxy_asks_on_standard_output() {
     let (port, _) = origin("asked over stdio");
-    let mut proxy = Command::new(common::cordon_bin())
-        .args([
-            "proxy",
-            "--listen=127.0.0.1:0",
+    let (mut proxy, addr) = standalone_proxy_with(
+        &[
             "--allow-domain=allowed.test",
             "--allow-private-ips",
             "--resolve=other.test=127.0.0.1",
             "--ask-domains=stdio",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("proxy");
-    let mut line = String::new();
-    let mut err = std::io::BufReader::new(proxy.stderr.take().expect("stderr"));
-    std::io::BufRead::read_line(&mut err, &mut line).expect("read");
-    let addr = line.trim().rsplit(' ').next().expect("address").to_string();
+        ],
+        |cmd| {
+            cmd.stdin(std::process::Stdio::piped());
+        },
+    );
     let mut answers = proxy.stdin.take().expect("stdin");
     let mut questions = std::io::BufReader::new(proxy.stdout.take().expect("stdout"));
     let client = std::thread::spawn(move || {
@@ -875,26 +877,20 @@ fn the_standalone_proxy_follows_settings_as_they_change() {
     std::fs::create_dir_all(home.join(".config/cordon")).expect("mkdir");
     let settings = home.join(".config/cordon/cordon.toml");
     std::fs::write(&settings, "[network]\nallow_domains = [\"allowed.test\"]\n").expect("write");
-    let mut proxy = Command::new(common::cordon_bin())
-        .args([
-            "proxy",
-            "--listen=127.0.0.1:0",
+    let (mut proxy, addr) = standalone_proxy_with(
+        &[
             "--allow-private-ips",
             "--resolve=allowed.test=127.0.0.1",
             "--resolve=other.test=127.0.0.1",
-        ])
-        .env("HOME", &home)
-        .env_remove("XDG_CONFIG_HOME")
-        .env("CORDON_MANAGED_SETTINGS", dir.path().join("managed.toml"))
-        .current_dir(dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("proxy");
-    let mut line = String::new();
-    let mut err = std::io::BufReader::new(proxy.stderr.take().expect("stderr"));
-    std::io::BufRead::read_line(&mut err, &mut line).expect("read");
-    let addr = line.trim().rsplit(' ').next().expect("address").to_string();
+        ],
+        |cmd| {
+            cmd.env("HOME", &home)
+                .env_remove("XDG_CONFIG_HOME")
+                .env("CORDON_MANAGED_SETTINGS", dir.path().join("managed.toml"))
+                .current_dir(dir.path())
+                .stdout(std::process::Stdio::null());
+        },
+    );
     let fetch = |host: &str| -> String {
         let mut c = std::net::TcpStream::connect(&addr).expect("connect");
         c.set_read_timeout(Some(Duration::from_secs(10)))
