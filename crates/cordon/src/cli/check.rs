@@ -199,9 +199,10 @@ pub struct Decider {
 
 impl Decider {
     pub fn new(policy: &super::PolicyFlags) -> anyhow::Result<Self> {
+        let (engine, settings) = policy.engine_and_settings()?;
         Ok(Decider {
-            engine: policy.engine()?,
-            auto: policy.auto_allow()?,
+            engine,
+            auto: AutoAllow::from_settings(&settings),
         })
     }
 

@@ -589,6 +589,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     // What the sandbox blocked, for an agent to tell its model why a command failed: what
     // cordon saw itself first, then what the command's errors point to.
+    // `ignore_violations` from the settings: what this command is known to touch.
+    let command = args.shell.clone().unwrap_or_else(|| args.command.join(" "));
     let blocked: Vec<Violation> = undone
         .iter()
         .map(Violation::from)
@@ -596,8 +598,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .chain(refused.iter().map(Violation::from))
         .chain(inferred.iter().cloned())
         .filter(|v| {
-            // `ignore_violations` from the settings: what this command is known to touch.
-            let command = args.shell.clone().unwrap_or_else(|| args.command.join(" "));
             !v.path.as_ref().is_some_and(|p| {
                 args.ignore_violations
                     .ignores(&command, &p.display().to_string())

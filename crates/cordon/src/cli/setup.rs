@@ -82,26 +82,17 @@ impl PolicyFlags {
         )
     }
 
-    /// `sandbox.auto_allow_if_sandboxed`, when the settings turn it on.
-    pub fn auto_allow(&self) -> anyhow::Result<Option<super::check::AutoAllow>> {
-        let env = self.environment()?;
-        Ok(super::check::AutoAllow::from_settings(
-            &self.settings(&env)?,
-        ))
-    }
-
     /// The tool settings: cordon.toml's `[policy]` tables merged under these flags.
-    fn tool_settings(&self, env: &Environment) -> anyhow::Result<SettingsRules> {
-        let s = self.settings(env)?;
-        Ok(SettingsRules {
-            allowed_tools: crate::settings::value(s.allowed_tools).unwrap_or_default(),
-            excluded_tools: crate::settings::all(s.excluded_tools),
-        })
+    fn tool_settings(s: &crate::settings::Settings) -> SettingsRules {
+        SettingsRules {
+            allowed_tools: crate::settings::value(s.allowed_tools.clone()).unwrap_or_default(),
+            excluded_tools: crate::settings::all(s.excluded_tools.clone()),
+        }
     }
 
     pub fn sources(&self, env: &Environment) -> anyhow::Result<PolicySources> {
         Ok(PolicySources {
-            settings: self.tool_settings(env)?,
+            settings: Self::tool_settings(&self.settings(env)?),
             ..self.sources_without_settings(env)?
         })
     }
@@ -163,19 +154,29 @@ impl PolicyFlags {
 
     /// Loads every source and builds the engine; a policy that does not load is a bad call.
     pub fn engine(&self) -> anyhow::Result<PolicyEngine> {
+        self.engine_and_settings().map(|(engine, _)| engine)
+    }
+
+    /// The engine and the merged settings it was built with, read once.
+    pub fn engine_and_settings(&self) -> anyhow::Result<(PolicyEngine, crate::settings::Settings)> {
         let env = self.environment()?;
-        let set: PolicySet = load(&self.sources(&env)?);
+        let settings = self.settings(&env)?;
+        let set: PolicySet = load(&PolicySources {
+            settings: Self::tool_settings(&settings),
+            ..self.sources_without_settings(&env)?
+        });
         for w in set.issues.iter().filter(|i| !i.is_error()) {
             eprintln!("cordon: {w}");
         }
-        PolicyEngine::new(set, env).map_err(|errors| {
+        let engine = PolicyEngine::new(set, env).map_err(|errors| {
             let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
             anyhow::anyhow!(
                 "the policy files have {} error(s); cordon will not decide with a policy it cannot read in full:\n{}",
                 errors.len(),
                 list.join("\n")
             )
-        })
+        })?;
+        Ok((engine, settings))
     }
 }
 
