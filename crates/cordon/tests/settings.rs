@@ -682,11 +682,14 @@ fn a_command_that_runs_sandboxed_need_not_ask_when_the_settings_say_so() {
             .is_some_and(|r| r.contains("runs sandboxed")),
         "{v}"
     );
-    let v = check("make && docker push img");
+    let v = check("docker push img");
     assert_eq!(
         v["decision"], "ask_user",
         "an excluded command runs outside: {v}"
     );
+    // Not every command of this one is excluded, so all of it runs sandboxed.
+    let v = check("make && docker push img");
+    assert_eq!(v["decision"], "allow", "{v}");
     let v = check("curl https://example.com");
     assert_eq!(v["decision"], "deny", "a deny holds: {v}");
     // Sandbox turned off: nothing runs sandboxed, so asking is back.

@@ -479,30 +479,37 @@ pub fn merge(layers: &[(Source, LayerValues)], locks: Locks, trust_project: bool
             untrusted,
             left_out: &mut s.left_out,
         };
-        // A value that, when set by this layer, would loosen what the sandbox holds.
+        // Switching the sandbox off, entirely or on this platform, runs every command outside
+        // it: both locks forbid that.
+        let keeps_sandbox = match (locks.sandbox_required, locks.no_unsandboxed_commands) {
+            _ if managed => "",
+            (true, _) => "sandbox_required",
+            (false, true) => "no_unsandboxed_commands",
+            (false, false) => "",
+        };
         m.set(
             &mut s.enabled,
             v.enabled,
             |on| !on,
-            locks.sandbox_required && !managed,
+            !keeps_sandbox.is_empty() && v.enabled == Some(false),
             "sandbox.enabled",
-            "sandbox_required",
+            keeps_sandbox,
         );
         m.set(
             &mut s.fail_if_unavailable,
             v.fail_if_unavailable,
             |on| !on,
-            false,
+            locks.sandbox_required && !managed && v.fail_if_unavailable == Some(false),
             "sandbox.fail_if_unavailable",
-            "",
+            "sandbox_required",
         );
         m.set(
             &mut s.enabled_platforms,
             v.enabled_platforms.clone(),
             |_| true,
-            false,
+            !keeps_sandbox.is_empty(),
             "sandbox.enabled_platforms",
-            "",
+            keeps_sandbox,
         );
         let no_unsandboxed = locks.no_unsandboxed_commands && !managed;
         m.set(

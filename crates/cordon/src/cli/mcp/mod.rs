@@ -56,6 +56,15 @@ struct RunShellCommand {
     /// The directory to run in, inside the workspace (default: the workspace).
     #[serde(default)]
     dir_path: Option<String>,
+    /// Run outside cordon's sandbox: refused unless the user's settings allow asking for it
+    /// (`sandbox.allow_unsandboxed_commands`). Only for a command the sandbox stops from
+    /// working; the policy still decides.
+    #[serde(default)]
+    unsandboxed: bool,
+    /// Where it runs, as the settings place it (worked out by cordon, not given).
+    #[serde(skip)]
+    #[schemars(skip)]
+    placement: crate::exec::Placement,
 }
 
 /// A call's arguments, read as its tool takes them.
@@ -184,7 +193,7 @@ struct Server {
 }
 
 pub fn run(args: McpArgs) -> anyhow::Result<u8> {
-    let decider = Decider::new(&args.policy)?;
+    let decider = Decider::for_runs(&args.policy, &args.sandbox)?;
     // The walls each command's sandbox will have, for the file tools that work outside it.
     let plan = super::run::plan_for(&args.sandbox)?;
     let walls = files::Walls {
@@ -290,6 +299,9 @@ fn question(call: &ToolCall, parsed: &Parsed, outcome: &Outcome) -> ElicitReques
             if let Some(d) = &a.dir_path {
                 s.push_str(&format!(" in {d}"));
             }
+            if let crate::exec::Placement::Outside { why } = &a.placement {
+                s.push_str(&format!(", OUTSIDE cordon's sandbox ({why}),"));
+            }
             s
         }
         Parsed::Write(a) => format!("write `{}` ({} bytes)", a.file_path, a.content.len()),
@@ -348,9 +360,19 @@ impl Server {
         let state = request.request_state;
         let args = Value::Object(request.arguments.unwrap_or_default());
         // Arguments are read first: nobody is asked about a call that cannot be made.
-        let parsed = match parse(&name, args.clone()) {
+        let mut parsed = match parse(&name, args.clone()) {
             Ok(p) => p,
             Err(e) => return CallToolResult::error(vec![ContentBlock::text(e)]).into(),
+        };
+        let placement = match &mut parsed {
+            Parsed::Shell(a) => match self.decider.placer.place(&a.command, a.unsandboxed) {
+                Ok(p) => {
+                    a.placement = p.clone();
+                    Some(p)
+                }
+                Err(why) => return refused(&name, &why, None).into(),
+            },
+            _ => None,
         };
         let call = ToolCall::new(name.clone(), args);
         // The tools' own wall, whichever rule would allow the call: paths stay in the
@@ -365,7 +387,8 @@ impl Server {
             let call = call.clone();
             let options = self.options;
             // External checkers are programs: they may take a while.
-            match tokio::task::spawn_blocking(move || decider.check(&call, options)).await {
+            let check = move || decider.check_placed(&call, options, placement.as_ref());
+            match tokio::task::spawn_blocking(check).await {
                 Ok(o) => o,
                 Err(e) => {
                     return refused(&name, &format!("the policy check failed: {e}"), None).into();
@@ -523,6 +546,7 @@ impl Server {
             timeout: self.timeout,
             keep: OutputLimit::default(),
             blocked_on_stderr: false,
+            placement: a.placement.clone(),
         };
         let token = context.meta.get_progress_token();
         // Output waits here for the client; a slow client slows the command (its reader
@@ -607,6 +631,9 @@ impl Server {
         }
         if result.timed_out {
             notes.push("timed out".into());
+        }
+        if let crate::exec::Placement::Outside { why } = &a.placement {
+            notes.push(format!("ran outside the sandbox: {why}"));
         }
         if let Some(e) = &result.setup_error {
             notes.push(format!("the sandbox could not be set up: {e}"));
