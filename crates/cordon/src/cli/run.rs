@@ -305,6 +305,11 @@ pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
         eprintln!("cordon: warning: settings left out: {why}");
     }
     args.sandbox.net.settle(&s);
+    args.backend.settle(
+        value(s.backend.clone()),
+        value(s.container_image.clone()),
+        value(s.container_profile.clone()),
+    )?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let expand = |p: &String| match (p.strip_prefix("~/"), &home) {
         (Some(rest), Some(home)) => home.join(rest),

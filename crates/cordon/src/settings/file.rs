@@ -18,6 +18,7 @@ pub struct SettingsFile {
     pub env: Option<EnvTable>,
     pub limits: Option<LimitsTable>,
     pub ignore_violations: Option<Vec<IgnoreRule>>,
+    pub container: Option<ContainerTable>,
     pub policy: Option<PolicyTable>,
     /// Managed settings only: what no other layer may change.
     pub lock: Option<LockTable>,
@@ -42,6 +43,19 @@ pub struct SandboxTable {
     pub auto_allow_if_sandboxed: Option<bool>,
     /// A run may ask to leave the sandbox (`"unsandboxed": true`); the policy still decides.
     pub allow_unsandboxed_commands: Option<bool>,
+    /// What enforces `cordon run` when no `--backend` flag or `CORDON_SANDBOX` says:
+    /// `linux`, `seatbelt`, `docker`, `podman` or `container` (either engine).
+    pub backend: Option<String>,
+}
+
+/// The container backends' choices, where no flag or `CORDON_SANDBOX_*` variable makes them.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerTable {
+    /// The image (as `--image`).
+    pub image: Option<String>,
+    /// Hardening and limits: `dev`, `safe`, `tight` or `offline` (as `--container-profile`).
+    pub profile: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
