@@ -177,7 +177,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     if !args.jsonl {
         anyhow::bail!("cordon exec speaks JSON lines only so far; pass --jsonl (docs/PROTOCOL.md)");
     }
-    let decider = super::check::Decider::for_runs(&args.policy, &args.sandbox)?;
+    let mut decider = super::check::LiveDecider::new(&args.policy, Some(&args.sandbox))?;
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
     let default_timeout = args.sandbox.timeout().map(Duration::from_secs_f64);
@@ -253,7 +253,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
         if text.is_empty() {
             continue;
         }
-        if let Err((id, message)) = handle(&shared, &decider, &defaults, text) {
+        if let Err((id, message)) = handle(&shared, &mut decider, &defaults, text) {
             shared.send(error_event(id.as_deref(), n, &message));
         }
     }
@@ -333,7 +333,7 @@ type Refusal = (Option<String>, String);
 /// One request line; an error names the id when the line had one.
 fn handle(
     shared: &Arc<Shared>,
-    decider: &super::check::Decider,
+    decider: &mut super::check::LiveDecider<'_>,
     defaults: &Defaults,
     text: &str,
 ) -> Result<(), Refusal> {
@@ -354,6 +354,7 @@ fn handle(
         _ => {}
     }
     if object.get("type") == Some(&json!("check")) {
+        let decider = decider.current().map_err(fail)?;
         let id = id.clone().unwrap_or_default();
         object.remove("type");
         object.remove("id");
@@ -380,6 +381,8 @@ fn handle(
             stream,
             unsandboxed,
         } => {
+            // Only deciding waits for files that load: a cancel must work while they do not.
+            let decider = decider.current().map_err(|e| (Some(id.clone()), e))?;
             let mode = match mode {
                 None => defaults.options.mode,
                 Some(m) => ApprovalMode::parse(&m).ok_or_else(|| {

@@ -129,6 +129,11 @@ impl SandboxFlags {
         self.timeout
     }
 
+    /// The file `--settings` names, if any.
+    pub fn settings_file(&self) -> Option<&Path> {
+        self.settings.as_deref()
+    }
+
     /// Whether the command sees the host's network.
     pub fn host_network(&self) -> bool {
         matches!(self.network, Network::Host)
