@@ -823,3 +823,24 @@ fn exec_follows_settings_edited_while_it_runs() {
     assert_eq!(c.event("exited", "mended")["exit_code"], 0);
     c.finish();
 }
+
+/// Ended by SIGTERM (the agent going away), `cordon exec` cancels its runs and tells how each
+/// ended before it exits.
+#[test]
+fn a_terminated_exec_cancels_its_runs_and_says_so() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &[]);
+    c.send(&run("s", "sleep 987655 & echo ready; wait"));
+    c.wait_output("s", "ready");
+    let pid = c.child.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let e = c.event("exited", "s");
+    assert_eq!(e["cancelled"], true, "{e}");
+    let status = c.child.wait().expect("wait");
+    assert_eq!(status.code(), Some(128 + 15), "{status}");
+    assert!(!still_running("sleep 987655"));
+}
