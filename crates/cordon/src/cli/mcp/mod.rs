@@ -200,6 +200,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<u8> {
         hidden: plan.hidden,
         reopened: plan.reopened,
         read_only: plan.read_only,
+        live: plan.live,
     };
     let workspace = Workspace::new(decider.engine.environment(), walls);
     let runner =
