@@ -92,6 +92,12 @@ pub struct SandboxSpec {
     /// host's loopback ever being shared. Needs a network namespace.
     #[serde(default)]
     pub inbound: Option<PathBuf>,
+    /// The command's standard input is a terminal made for this run alone (a pseudo-terminal
+    /// `cordon exec` opened for it), which becomes the command's controlling terminal: `/dev/tty`,
+    /// Ctrl-C and job control then work as on any terminal. Never for a person's own terminal,
+    /// which the command must not reach past its own input and output.
+    #[serde(default)]
+    pub own_terminal: bool,
 }
 
 /// Limits on what a run may consume.

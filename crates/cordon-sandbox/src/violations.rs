@@ -231,6 +231,7 @@ mod tests {
             isolation: crate::Isolation::Auto,
             allow_local_binding: false,
             inbound: None,
+            own_terminal: false,
         }
     }
 

@@ -34,6 +34,7 @@ fn spec() -> SandboxSpec {
         isolation: Isolation::Auto,
         allow_local_binding: false,
         inbound: None,
+        own_terminal: false,
     }
 }
 

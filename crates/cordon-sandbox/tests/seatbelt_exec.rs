@@ -54,6 +54,7 @@ fn spec(cwd: &Path, argv: &[&str]) -> SandboxSpec {
         isolation: Isolation::Auto,
         allow_local_binding: false,
         inbound: None,
+        own_terminal: false,
     }
 }
 

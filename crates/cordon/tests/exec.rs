@@ -384,6 +384,11 @@ signal.signal(signal.SIGWINCH, winch)
 signal.signal(signal.SIGINT, interrupt)
 s = os.get_terminal_size(1)
 print("tty", sys.stdin.isatty(), sys.stdout.isatty(), s.lines, s.columns, flush=True)
+try:
+    with open("/dev/tty", "w") as t:
+        t.write("via /dev/tty\n")
+except OSError as e:
+    print("no /dev/tty:", e, flush=True)
 while True:
     signal.pause()
 "#;
@@ -397,6 +402,8 @@ fn on_a_terminal_programs_see_it_its_size_resizes_and_ctrl_c() {
     req["pty"] = json!({ "rows": 33, "cols": 101 });
     c.send(&req);
     c.wait_output("t", "tty True True 33 101\r\n");
+    // It is the program's controlling terminal: prompts that open /dev/tty work.
+    c.wait_output("t", "via /dev/tty\r\n");
     c.send(&json!({ "type": "resize", "id": "t", "rows": 20, "cols": 50 }));
     c.wait_output("t", "resized 20 50\r\n");
     // Ctrl-C typed on the terminal.

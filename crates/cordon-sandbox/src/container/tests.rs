@@ -19,6 +19,7 @@ fn spec() -> SandboxSpec {
         isolation: Default::default(),
         allow_local_binding: false,
         inbound: None,
+        own_terminal: false,
     }
 }
 

@@ -772,6 +772,10 @@ pub(super) fn become_command(
     sys::close_inherited_on_exec()
         .map_err(|e| Failure::io("close inherited descriptors", e, ""))?;
     sys::new_session().map_err(|e| Failure::io("setsid", e, ""))?;
+    if spec.own_terminal {
+        // Without it the command still runs, only without `/dev/tty`.
+        let _ = sys::take_terminal();
+    }
     sys::drop_all_capabilities().map_err(|e| Failure::io("drop capabilities", e, ""))?;
     sys::set_no_new_privs().map_err(|e| Failure::io("no_new_privs", e, ""))?;
     let limits = [

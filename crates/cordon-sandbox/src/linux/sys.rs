@@ -462,6 +462,19 @@ pub fn new_session() -> io::Result<()> {
     check(unsafe { libc::setsid() }).map(drop)
 }
 
+/// Makes standard input, a terminal no session holds, this session's controlling terminal.
+/// Never steals one another session holds.
+pub fn take_terminal() -> io::Result<()> {
+    // SAFETY: isatty and TIOCSCTTY take a descriptor and an integer only; an argument of 0
+    // asks for no stealing.
+    unsafe {
+        if libc::isatty(0) != 1 {
+            return Err(io::Error::other("standard input is not a terminal"));
+        }
+        check(libc::ioctl(0, libc::TIOCSCTTY as _, 0)).map(drop)
+    }
+}
+
 /// The Landlock ABI version the kernel offers, or the reason there is none.
 pub fn landlock_abi() -> io::Result<i64> {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;

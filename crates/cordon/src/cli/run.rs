@@ -113,6 +113,10 @@ pub struct RunArgs {
     /// standard error (for `cordon exec`, which reports them as events).
     #[arg(long, hide = true, requires = "report")]
     report_only: bool,
+    /// Standard input is a terminal made for this run alone (by `cordon exec`), which the
+    /// command may take as its controlling terminal.
+    #[arg(long, hide = true)]
+    own_terminal: bool,
     /// Run this string with /bin/sh -c.
     #[arg(short = 'c', value_name = "SHELL STRING", conflicts_with = "command")]
     shell: Option<String>,
@@ -578,6 +582,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         isolation,
         allow_local_binding: args.sandbox.allow_local_binding || !args.publish.is_empty(),
         inbound: None,
+        own_terminal: args.own_terminal && std::io::IsTerminal::is_terminal(&std::io::stdin()),
     };
     if args.sandbox.net.any_allowed() && matches!(args.sandbox.network, Network::Host) {
         bail!("--allow-domain needs the sandbox's own network (--network none, the default)");

@@ -217,6 +217,9 @@ impl Runner {
             if let Some(t) = opts.timeout {
                 cmd.arg("--timeout").arg(t.as_secs_f64().to_string());
             }
+            if let Io::Terminal { .. } = opts.io {
+                cmd.arg("--own-terminal");
+            }
             cmd.args(["--", "/bin/sh"]);
             cmd
         };
@@ -241,7 +244,13 @@ impl Runner {
                 cmd.stdin(slave.try_clone()?)
                     .stdout(slave.try_clone()?)
                     .stderr(slave);
-                sys::controlling_terminal(&mut cmd);
+                // The terminal is the command's: in the sandbox `cordon run` leaves it free
+                // for the command to take (`--own-terminal`); outside, the shell takes it.
+                if outside {
+                    sys::controlling_terminal(&mut cmd);
+                } else {
+                    sys::new_session(&mut cmd);
+                }
                 master = Some(m);
             }
             Io::Inherit => {

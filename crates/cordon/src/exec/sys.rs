@@ -73,6 +73,16 @@ pub fn controlling_terminal(cmd: &mut Command) {
     }
 }
 
+/// Makes the child `cmd` starts the leader of a new session without a controlling terminal,
+/// so that the terminal on its standard input stays free for the command it starts.
+pub fn new_session(cmd: &mut Command) {
+    // SAFETY: the closure runs in the child between fork and exec and calls only setsid, which
+    // is async-signal-safe, allocating nothing.
+    unsafe {
+        cmd.pre_exec(|| check(libc::setsid()).map(drop));
+    }
+}
+
 /// Kills the child `cmd` starts (SIGKILL) when the thread that started it ends, with this
 /// whole process if it is killed: a run must not outlive the cordon that answers for it. The
 /// starting thread waits for the run, so it lives as long as the run should.
