@@ -113,6 +113,9 @@ pub struct RunArgs {
     /// standard error (for `cordon exec`, which reports them as events).
     #[arg(long, hide = true, requires = "report")]
     report_only: bool,
+    /// Set by `cordon mcp --backend docker|podman`, whose server runs as this run's program.
+    #[arg(skip)]
+    pub(super) worker: Option<super::container::Worker>,
     /// Run this string with /bin/sh -c.
     #[arg(short = 'c', value_name = "SHELL STRING", conflicts_with = "command")]
     shell: Option<String>,
@@ -418,22 +421,33 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
 /// and `mcp` works it out from the same flags: for tools that touch files outside the sandbox
 /// (`cordon mcp`'s), which must keep to the same walls.
 pub fn plan_for(sandbox: &SandboxFlags) -> anyhow::Result<Plan> {
+    let mut argv: Vec<OsString> = sandbox.to_args();
+    argv.extend(["-c".into(), "true".into()]);
+    plan(&with_settings(parse_run_args(argv)?)?)
+}
+
+/// `cordon run`'s arguments read from a command line (without the program's name), for
+/// commands that hand part of their work to it.
+pub fn parse_run_args(argv: Vec<OsString>) -> anyhow::Result<RunArgs> {
     #[derive(clap::Parser)]
     struct Just {
         #[command(flatten)]
         run: RunArgs,
     }
-    let mut argv: Vec<OsString> = vec!["cordon run".into()];
-    argv.extend(sandbox.to_args());
-    argv.extend(["-c".into(), "true".into()]);
+    let argv = std::iter::once(OsString::from("cordon run")).chain(argv);
     let just = <Just as clap::Parser>::try_parse_from(argv)
         .context("cannot read the sandbox flags back (a bug in cordon)")?;
-    plan(&with_settings(just.run)?)
+    Ok(just.run)
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let args = with_settings(args)?;
+    let mut args = with_settings(args)?;
     args.backend.validate()?;
+    if args.worker.is_some() {
+        // The settings' time limit is for each command, which the worker keeps; the session
+        // lasts as long as its client.
+        args.sandbox.timeout = None;
+    }
     let Plan {
         argv,
         timeout,
@@ -547,6 +561,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         publishes: !args.publish.is_empty(),
         keep_env: &args.sandbox.keep_env,
         ignore_violations: &args.ignore_violations,
+        worker: args.worker.as_ref(),
     };
     tracing::debug!("sandbox spec: {spec:?}");
     if let Some(code) = super::backend::run_elsewhere(&args.backend, elsewhere)? {

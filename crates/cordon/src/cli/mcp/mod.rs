@@ -7,6 +7,7 @@
 //! `notifications/cancelled`; the file tools run here, inside the workspace (files.rs).
 
 mod files;
+mod worker;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Args;
 use cordon_policy::{CheckOptions, Decision, Outcome, ToolCall};
 use rmcp::model::{
@@ -30,6 +31,7 @@ use serde_json::{Value, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::PolicyFlags;
+use super::backend::BackendArgs;
 use super::check::Decider;
 use super::run::SandboxFlags;
 use crate::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Utf8Chunks};
@@ -42,6 +44,16 @@ pub struct McpArgs {
     policy: PolicyFlags,
     #[command(flatten)]
     sandbox: SandboxFlags,
+    /// `--backend docker|podman|container` serves from inside a container: every tool, the
+    /// file tools too, runs there (see `cordon run --backend`).
+    #[command(flatten)]
+    backend: BackendArgs,
+    /// This is the server cordon started inside its container: the container is the sandbox.
+    #[arg(long, hide = true)]
+    worker: bool,
+    /// The launcher's fingerprint of the policy files, which the worker must see too.
+    #[arg(long, hide = true, value_name = "N")]
+    policy_fingerprint: Option<u64>,
 }
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
@@ -184,6 +196,16 @@ struct Server {
 }
 
 pub fn run(args: McpArgs) -> anyhow::Result<u8> {
+    let container = worker::inside(&args)?;
+    if container.is_none() {
+        args.backend.validate()?;
+        if args.backend.container_engine().is_some() {
+            return worker::launch(args);
+        }
+        if args.backend.dry_run() {
+            bail!("--dry-run shows the engine's command for --backend docker, podman or container");
+        }
+    }
     let decider = Decider::new(&args.policy)?;
     // The walls each command's sandbox will have, for the file tools that work outside it.
     let plan = super::run::plan_for(&args.sandbox)?;
@@ -193,8 +215,12 @@ pub fn run(args: McpArgs) -> anyhow::Result<u8> {
         read_only: plan.read_only,
     };
     let workspace = Workspace::new(decider.engine.environment(), walls);
-    let runner =
-        Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
+    // Each command's `cordon run` reads the backend (and CORDON_SANDBOX) as this server did.
+    let mut run_args = args.sandbox.to_args();
+    if container.is_none() {
+        run_args.extend(args.backend.to_args());
+    }
+    let runner = Runner::new(run_args).context("cannot make a directory for run reports")?;
     let runs = Arc::new(Runs::default());
     let server = Server {
         decider: Arc::new(decider),
