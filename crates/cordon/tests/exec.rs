@@ -14,7 +14,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
-use common::{Mode, Sandbox, cordon_bin};
+use common::{Mode, Sandbox, cordon_bin, q};
 use serde_json::{Value, json};
 
 /// Long enough for a loaded CI machine; only reached when cordon is broken.
@@ -30,10 +30,15 @@ struct Client {
 
 impl Client {
     fn start(sb: &Sandbox, flags: &[&str]) -> Client {
+        Self::start_env(sb, flags, &[])
+    }
+
+    fn start_env(sb: &Sandbox, flags: &[&str], env: &[(&str, &Path)]) -> Client {
         let mut cmd = Command::new(cordon_bin());
         cmd.arg("exec")
             .arg("--jsonl")
             .args(flags)
+            .envs(env.iter().copied())
             .current_dir(&sb.ws)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
@@ -596,4 +601,164 @@ fn a_command_that_runs_sandboxed_skips_asking_when_the_settings_say_so() {
     assert_eq!(d["decision"], "allow", "{d}");
     assert_eq!(c.event("exited", "auto")["exit_code"], 0);
     assert!(sb.ws.join("auto").exists());
+}
+
+/// Whether a process whose command line contains `marker` is still alive on the host.
+fn still_running(marker: &str) -> bool {
+    let left = Command::new("pgrep")
+        .args(["-f", marker])
+        .output()
+        .expect("pgrep");
+    !left.stdout.is_empty()
+}
+
+/// Each way the settings let a command out of the sandbox, proven by a write to a host
+/// directory the sandbox keeps read-only; and each way kept shut: a script that only starts
+/// with an excluded command, a run asking to leave without the setting, and the managed locks.
+#[test]
+fn the_settings_place_commands_outside_the_sandbox_and_the_locks_keep_them_in() {
+    let Some(sb) = Sandbox::new() else { return };
+    let config = sb.outside.join("config");
+    std::fs::create_dir_all(config.join("cordon")).expect("mkdir");
+    let user = |text: &str| std::fs::write(config.join("cordon/cordon.toml"), text).expect("write");
+    let managed = sb.outside.join("managed.toml");
+    let host = sb.outside.join("host");
+    std::fs::create_dir_all(&host).expect("mkdir");
+    let at = |name: &str| host.join(name);
+    let env = [
+        ("XDG_CONFIG_HOME", config.as_path()),
+        ("CORDON_MANAGED_SETTINGS", managed.as_path()),
+    ];
+    let touch = |name: &str| format!("touch {}", q(&at(name)));
+
+    user("[sandbox]\nexcluded_commands = [\"touch\", \"sleep\"]\n");
+    let mut c = Client::start_env(&sb, &[], &env);
+    c.send(&run("out", &touch("out")));
+    let d = c.event("decision", "out");
+    assert_eq!(d["sandboxed"], false, "{d}");
+    assert!(
+        d["outside_because"]
+            .as_str()
+            .is_some_and(|w| w.contains("excluded_commands has `touch`")),
+        "{d}"
+    );
+    let e = c.event("exited", "out");
+    assert_eq!(
+        (e["exit_code"].as_i64(), e["sandboxed"].as_bool()),
+        (Some(0), Some(false)),
+        "{e}"
+    );
+    assert!(at("out").exists(), "an excluded command ran sandboxed");
+    // An excluded command first does not take what follows it out of the sandbox.
+    let chained = format!("{} && echo x > {}", touch("chained"), q(&at("tail")));
+    c.send(&run("chained", &chained));
+    assert_eq!(c.event("decision", "chained")["sandboxed"], true);
+    assert_ne!(c.event("exited", "chained")["exit_code"], 0);
+    assert!(
+        !at("chained").exists() && !at("tail").exists(),
+        "a chained command escaped"
+    );
+    // Asking to leave needs the setting.
+    let mut ask = run("asked", &format!("echo x > {}", q(&at("asked"))));
+    ask["unsandboxed"] = json!(true);
+    c.send(&ask);
+    let d = c.event("decision", "asked");
+    assert_eq!(d["decision"], "deny", "{d}");
+    assert!(
+        d["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("allow_unsandboxed_commands")),
+        "{d}"
+    );
+    assert_eq!(c.event("exited", "asked")["refused"], true);
+    // Outside the sandbox the run still keeps its time limit, its cancel, and takes what it
+    // started in the background with it.
+    let mut slow = run("slow", "sleep 86.1");
+    slow["timeout"] = json!(0.5);
+    c.send(&slow);
+    let e = c.event("exited", "slow");
+    assert_eq!(e["sandboxed"], false, "{e}");
+    assert_eq!(
+        (e["timed_out"].as_bool(), e["exit_code"].as_i64()),
+        (Some(true), Some(124)),
+        "{e}"
+    );
+    assert!(!still_running("sleep 86.1"));
+    c.send(&run("cancel", "sleep 86.2 & sleep 86.3"));
+    c.event("started", "cancel");
+    c.send(&json!({ "type": "cancel", "id": "cancel" }));
+    let e = c.event("exited", "cancel");
+    assert_eq!(
+        (e["cancelled"].as_bool(), e["sandboxed"].as_bool()),
+        (Some(true), Some(false)),
+        "{e}"
+    );
+    c.send(&run("left", "sleep 86.4 & sleep 86.5 &"));
+    let e = c.event("exited", "left");
+    assert_eq!(
+        (e["exit_code"].as_i64(), e["sandboxed"].as_bool()),
+        (Some(0), Some(false)),
+        "{e}"
+    );
+    for m in ["sleep 86.2", "sleep 86.3", "sleep 86.4", "sleep 86.5"] {
+        assert!(!still_running(m), "`{m}` outlived its run");
+    }
+    drop(c);
+
+    // With the setting, a run may ask to leave.
+    user("[sandbox]\nallow_unsandboxed_commands = true\n");
+    let mut c = Client::start_env(&sb, &[], &env);
+    c.send(&ask);
+    assert_eq!(c.event("decision", "asked")["sandboxed"], false);
+    assert_eq!(c.event("exited", "asked")["exit_code"], 0);
+    assert!(at("asked").exists());
+    drop(c);
+
+    // A sandbox switched off runs everything outside…
+    user(
+        "[sandbox]\nenabled = false\nexcluded_commands = [\"touch\"]\nallow_unsandboxed_commands = true\n",
+    );
+    let mut c = Client::start_env(&sb, &[], &env);
+    c.send(&run("off", &format!("echo x > {}", q(&at("off")))));
+    let d = c.event("decision", "off");
+    assert!(
+        d["outside_because"]
+            .as_str()
+            .is_some_and(|w| w.contains("sandbox.enabled = false")),
+        "{d}"
+    );
+    c.event("exited", "off");
+    assert!(at("off").exists());
+    drop(c);
+    // …unless managed settings require it, and forbid unsandboxed commands: then nothing of
+    // the user's gets out.
+    for (lock, name) in [
+        ("sandbox_required", "required"),
+        ("no_unsandboxed_commands", "none"),
+    ] {
+        std::fs::write(&managed, format!("[lock]\n{lock} = true\n")).expect("write");
+        let mut c = Client::start_env(&sb, &[], &env);
+        c.send(&run(name, &format!("echo x > {}", q(&at(name)))));
+        assert_eq!(c.event("decision", name)["sandboxed"], true, "{lock}");
+        c.event("exited", name);
+        assert!(!at(name).exists(), "{lock}: the sandbox was switched off");
+        if lock == "no_unsandboxed_commands" {
+            c.send(&run("excluded", &touch("excluded")));
+            assert_eq!(c.event("decision", "excluded")["sandboxed"], true);
+            c.event("exited", "excluded");
+            assert!(
+                !at("excluded").exists(),
+                "an excluded command got out under the lock"
+            );
+            ask["id"] = json!("asked-again");
+            c.send(&ask);
+            let d = c.event("decision", "asked-again");
+            assert!(
+                d["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("no_unsandboxed_commands")),
+                "{d}"
+            );
+        }
+    }
 }

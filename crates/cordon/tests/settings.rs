@@ -309,7 +309,7 @@ fn srt_codex_and_gemini_settings_carry_over_and_name_what_does_not() {
         list(&t, "policy", "excluded_tools"),
         ["web_fetch", "run_shell_command(rm -rf)"]
     );
-    assert!(text.contains("tools.sandbox = \"docker\""), "{text}");
+    assert_eq!(t["sandbox"]["backend"].as_str(), Some("docker"), "{text}");
 
     let bad = std::env::temp_dir().join(format!("cordon-import-{}.json", std::process::id()));
     std::fs::write(&bad, "{\"theme\": \"dark\"}").expect("write");
@@ -682,11 +682,14 @@ fn a_command_that_runs_sandboxed_need_not_ask_when_the_settings_say_so() {
             .is_some_and(|r| r.contains("runs sandboxed")),
         "{v}"
     );
-    let v = check("make && docker push img");
+    let v = check("docker push img");
     assert_eq!(
         v["decision"], "ask_user",
         "an excluded command runs outside: {v}"
     );
+    // Not every command of this one is excluded, so all of it runs sandboxed.
+    let v = check("make && docker push img");
+    assert_eq!(v["decision"], "allow", "{v}");
     let v = check("curl https://example.com");
     assert_eq!(v["decision"], "deny", "a deny holds: {v}");
     // Sandbox turned off: nothing runs sandboxed, so asking is back.
@@ -717,4 +720,75 @@ fn policy_lint_speaks_json_too() {
     assert_eq!(issue["line"], 3, "{v}");
     assert_eq!(issue["hint"], "did you mean `decision`?", "{v}");
     assert!(v["errors"].as_u64().is_some_and(|n| n >= 1), "{v}");
+}
+
+/// `sandbox.backend` and `[container]` choose the enforcer and what it runs, under the flags and
+/// `CORDON_SANDBOX*` variables, and not for an untrusted project.
+#[test]
+fn the_backend_and_container_settings_choose_what_enforces_a_run() {
+    let Some(sb) = Sandbox::new() else { return };
+    let l = Layers::new(&sb);
+    let dry = |args: &[&str], env: &[(&str, &str)]| -> (String, String) {
+        let mut cmd = sb.command();
+        l.apply(&mut cmd);
+        cmd.env_remove("CORDON_SANDBOX")
+            .env_remove("CORDON_SANDBOX_IMAGE")
+            .env_remove("CORDON_SANDBOX_PROFILE")
+            .envs(env.iter().copied())
+            .arg("--dry-run")
+            .args(args)
+            .args(["--", "true"]);
+        let o = cmd.output().expect("run");
+        (stdout(&o), stderr(&o))
+    };
+    l.user(
+        "[sandbox]\nbackend = \"docker\"\n[container]\nimage = \"from-settings:1\"\nprofile = \"tight\"\n",
+    );
+    let (out, err) = dry(&[], &[]);
+    assert!(out.starts_with("docker run "), "{out}{err}");
+    assert!(out.contains(" from-settings:1 true"), "{out}");
+    assert!(out.contains("--read-only"), "the tight profile: {out}");
+    // The variables and flags come first.
+    let (out, _) = dry(
+        &[],
+        &[
+            ("CORDON_SANDBOX_IMAGE", "from-env:2"),
+            ("CORDON_SANDBOX", "podman"),
+        ],
+    );
+    assert!(
+        out.starts_with("podman run ") && out.contains(" from-env:2 true"),
+        "{out}"
+    );
+    let (out, _) = dry(&["--image", "from-flag:3"], &[]);
+    assert!(out.contains(" from-flag:3 true"), "{out}");
+    let (out, err) = dry(&["--backend", "linux"], &[]);
+    assert!(
+        !out.contains("docker run") && out.contains("\"argv\""),
+        "{out}{err}"
+    );
+    // A project picks no enforcer unless trusted.
+    l.user("");
+    project(
+        &sb,
+        "[sandbox]\nbackend = \"docker\"\n[container]\nimage = \"from-project:4\"\n",
+    );
+    let (out, err) = dry(&[], &[]);
+    assert!(!out.contains("docker run"), "{out}");
+    assert!(err.contains("sandbox.backend from project"), "{err}");
+    let (out, _) = dry(&["--trust-project"], &[]);
+    assert!(out.contains(" from-project:4 true"), "{out}");
+    // Names are checked, with the file and key.
+    l.user("[sandbox]\nbackend = \"dockr\"\n");
+    let (_, err) = dry(&[], &[]);
+    assert!(
+        err.contains("cordon.toml: sandbox.backend: `dockr` is not a backend"),
+        "{err}"
+    );
+    l.user("[container]\nprofile = \"loose\"\n");
+    let (_, err) = dry(&[], &[]);
+    assert!(
+        err.contains("container.profile: `loose` is not a profile"),
+        "{err}"
+    );
 }

@@ -76,6 +76,29 @@ impl BackendArgs {
         }
     }
 
+    /// The settings' `sandbox.backend`, `container.image` and `container.profile`, each where
+    /// neither a flag nor its `CORDON_SANDBOX*` variable chose already (a program inside one
+    /// of cordon's containers, whose `CORDON_SANDBOX` names it, keeps the sandbox there).
+    pub fn settle(
+        &mut self,
+        backend: Option<String>,
+        image: Option<String>,
+        profile: Option<String>,
+    ) -> anyhow::Result<()> {
+        if self.backend.is_none()
+            && sandbox_var() == SandboxVar::Unset
+            && let Some(name) = backend
+        {
+            self.backend = Some(Backend::from_str(&name, true).map_err(|_| {
+                anyhow::anyhow!("sandbox.backend: `{name}` is not a backend cordon knows")
+            })?);
+        }
+        if self.container_engine().is_some() {
+            self.container.settle(image, profile);
+        }
+        Ok(())
+    }
+
     /// `Some` for the container backends: the engine asked for, `None` for either.
     pub fn container_engine(&self) -> Option<Option<Engine>> {
         match self.backend() {

@@ -8,7 +8,9 @@ use cordon_policy::{ApprovalMode, Decision, Outcome, PolicyEngine, ProcessRunner
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::placement::Placer;
 use super::{CallFlags, PolicyFlags};
+use crate::exec::Placement;
 use crate::exit;
 
 #[derive(Debug, Args)]
@@ -189,91 +191,85 @@ pub(super) fn parse_call(
     Ok((call, mode))
 }
 
-/// The policy engine with what the settings add to its answers: what `check`, `exec` and
-/// `shell` decide with.
+/// The policy engine with what the settings add to its answers: what `check`, `exec`,
+/// `shell` and `mcp` decide with, and where the commands they allow run.
 #[derive(Debug)]
 pub struct Decider {
     pub engine: PolicyEngine,
-    auto: Option<AutoAllow>,
+    /// Where `sandbox.auto_allow_if_sandboxed = true` came from, if it is on.
+    auto_allow: Option<String>,
+    pub placer: Placer,
 }
 
 impl Decider {
+    /// With the settings the policy flags find (`cordon check`).
     pub fn new(policy: &super::PolicyFlags) -> anyhow::Result<Self> {
         let (engine, settings) = policy.engine_and_settings()?;
-        Ok(Decider {
+        Ok(Decider::with_settings(engine, &settings))
+    }
+
+    /// For the commands `exec`, `shell` and `mcp` run: placed by the settings their sandbox
+    /// flags find (`--settings`, `--profile` and `--trust-project` included).
+    pub fn for_runs(
+        policy: &super::PolicyFlags,
+        sandbox: &super::run::SandboxFlags,
+    ) -> anyhow::Result<Self> {
+        let engine = policy.engine()?;
+        let settings = sandbox.settings(policy.trust_workspace)?;
+        Ok(Decider::with_settings(engine, &settings))
+    }
+
+    fn with_settings(engine: PolicyEngine, s: &crate::settings::Settings) -> Self {
+        Decider {
             engine,
-            auto: AutoAllow::from_settings(&settings),
-        })
+            auto_allow: s
+                .auto_allow_if_sandboxed
+                .as_ref()
+                .filter(|v| v.value)
+                .map(|v| v.from.to_string()),
+            placer: Placer::from_settings(s),
+        }
     }
 
+    /// The decision for a call whose command, if it runs one, runs in the sandbox unless the
+    /// settings place it outside.
     pub fn check(&self, call: &ToolCall, opts: cordon_policy::CheckOptions) -> Outcome {
-        let outcome = self.engine.check(call, opts, &ProcessRunner);
-        match &self.auto {
-            Some(auto) => auto.apply(&self.engine, call, outcome),
-            None => outcome,
-        }
-    }
-}
-
-/// `sandbox.auto_allow_if_sandboxed`: a shell command that will run in the sandbox need not
-/// ask. Only the defaults' asks give way: an ask someone wrote into a policy holds, and so does
-/// every deny.
-#[derive(Debug, Clone)]
-pub struct AutoAllow {
-    /// Where the setting came from, for the reason.
-    from: String,
-    /// `sandbox.excluded_commands`: these run outside the sandbox, so still ask.
-    excluded: Vec<String>,
-}
-
-impl AutoAllow {
-    pub fn from_settings(s: &crate::settings::Settings) -> Option<Self> {
-        let on = s.auto_allow_if_sandboxed.as_ref().filter(|v| v.value)?;
-        if s.enabled.as_ref().is_some_and(|e| !e.value) {
-            return None;
-        }
-        if let Some(p) = &s.enabled_platforms
-            && !p.value.iter().any(|os| os == std::env::consts::OS)
-        {
-            return None;
-        }
-        Some(AutoAllow {
-            from: on.from.to_string(),
-            excluded: crate::settings::value(s.excluded_commands.clone()).unwrap_or_default(),
-        })
+        let placement = self.engine.is_shell_tool(&call.name).then(|| {
+            let command = call.args["command"].as_str().unwrap_or_default();
+            self.placer
+                .place(command, false)
+                .unwrap_or(Placement::Sandbox)
+        });
+        self.check_placed(call, opts, placement.as_ref())
     }
 
-    pub fn apply(&self, engine: &PolicyEngine, call: &ToolCall, mut o: Outcome) -> Outcome {
+    /// The decision for a call whose command runs as `placement` says.
+    ///
+    /// `sandbox.auto_allow_if_sandboxed`: a shell command that will run in the sandbox need
+    /// not ask. Only the defaults' asks give way: an ask someone wrote into a policy holds,
+    /// and so does every deny.
+    pub fn check_placed(
+        &self,
+        call: &ToolCall,
+        opts: cordon_policy::CheckOptions,
+        placement: Option<&Placement>,
+    ) -> Outcome {
+        let mut o = self.engine.check(call, opts, &ProcessRunner);
+        let Some(from) = &self.auto_allow else {
+            return o;
+        };
         if o.decision != Decision::AskUser
-            || !engine.is_shell_tool(&call.name)
+            || placement != Some(&Placement::Sandbox)
+            || !self.engine.is_shell_tool(&call.name)
             || o.rule.as_ref().is_some_and(|r| r.tier != Tier::Default)
         {
             return o;
         }
-        let command = call.args["command"].as_str().unwrap_or_default();
-        if self.excluded.iter().any(|p| runs_excluded(p, command)) {
-            return o;
-        }
         o.decision = Decision::Allow;
         o.reason = format!(
-            "{}; allowed without asking: it runs sandboxed (sandbox.auto_allow_if_sandboxed, {})",
-            o.reason, self.from
+            "{}; allowed without asking: it runs sandboxed (sandbox.auto_allow_if_sandboxed, {from})",
+            o.reason
         );
         o
     }
-}
-
-/// Whether any command in `script` starts with the excluded command `pattern` (`docker`,
-/// `docker *`, `npm run build`). Read loosely on purpose: a false match only means asking.
-fn runs_excluded(pattern: &str, script: &str) -> bool {
-    let words: Vec<&str> = pattern.trim_end_matches('*').split_whitespace().collect();
-    if words.is_empty() {
-        return true;
-    }
-    script
-        .split([';', '&', '|', '(', ')', '`', '\n', '$'])
-        .any(|part| {
-            let have: Vec<&str> = part.split_whitespace().collect();
-            (0..have.len()).any(|i| have[i..].starts_with(&words))
-        })
 }

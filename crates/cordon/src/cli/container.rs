@@ -67,6 +67,16 @@ impl ContainerArgs {
             || self.pass_api_keys
             || self.no_ssh_agent
     }
+
+    /// The settings' image and profile, where neither the flag nor its variable gave one.
+    pub fn settle(&mut self, image: Option<String>, profile: Option<String>) {
+        if self.image.is_none() && env_var("CORDON_SANDBOX_IMAGE").is_none() {
+            self.image = image;
+        }
+        if self.container_profile.is_none() && env_var("CORDON_SANDBOX_PROFILE").is_none() {
+            self.container_profile = profile;
+        }
+    }
 }
 
 /// What `cordon mcp --backend docker|podman` adds to a container run, whose program is a

@@ -56,6 +56,10 @@ enum Request {
         max_output: Option<usize>,
         #[serde(default = "yes")]
         stream: bool,
+        /// Run outside cordon's sandbox, if the settings allow asking for that
+        /// (`sandbox.allow_unsandboxed_commands`).
+        #[serde(default)]
+        unsandboxed: bool,
     },
     Cancel {
         id: String,
@@ -173,7 +177,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     if !args.jsonl {
         anyhow::bail!("cordon exec speaks JSON lines only so far; pass --jsonl (docs/PROTOCOL.md)");
     }
-    let decider = super::check::Decider::new(&args.policy)?;
+    let decider = super::check::Decider::for_runs(&args.policy, &args.sandbox)?;
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
     let default_timeout = args.sandbox.timeout().map(Duration::from_secs_f64);
@@ -374,6 +378,7 @@ fn handle(
             timeout,
             max_output,
             stream,
+            unsandboxed,
         } => {
             let mode = match mode {
                 None => defaults.options.mode,
@@ -421,6 +426,7 @@ fn handle(
                     tail: m - m / 2,
                 },
             };
+            let placement = decider.placer.place(&command, unsandboxed);
             let opts = RunOptions {
                 command: command.clone(),
                 cwd,
@@ -428,6 +434,7 @@ fn handle(
                 timeout,
                 keep,
                 blocked_on_stderr: false,
+                placement: placement.clone().unwrap_or_default(),
             };
             {
                 let mut slots = shared.slots();
@@ -449,8 +456,21 @@ fn handle(
             let call = ToolCall::new("run_shell_command", json!({ "command": command }));
             let mut check = defaults.options;
             check.mode = mode;
-            let outcome = decider.check(&call, check);
-            shared.send(decision_event(&id, &outcome));
+            let outcome = match placement {
+                Ok(p) => decider.check_placed(&call, check, Some(&p)),
+                // Asked to leave the sandbox where that is not allowed: no, whatever the
+                // policy would say.
+                Err(reason) => cordon_policy::Outcome {
+                    decision: Decision::Deny,
+                    rule: None,
+                    reason,
+                },
+            };
+            let mut decision = decision_event(&id, &outcome);
+            if let Some(d) = decision.as_object_mut() {
+                d.extend(opts.placement.fields());
+            }
+            shared.send(decision);
             match outcome.decision {
                 Decision::Deny => shared.refused(&id, false, &outcome.reason),
                 Decision::Allow => {
@@ -460,11 +480,16 @@ fn handle(
                 Decision::AskUser => {
                     let (tx, rx) = channel();
                     shared.slots().insert(id.clone(), Slot::Asking(tx));
-                    shared.send(json!({
+                    let mut ask = json!({
                         "type": "ask", "id": id, "tool": "run_shell_command",
                         "args": { "command": command },
                         "rule": outcome.rule, "reason": outcome.reason,
-                    }));
+                    });
+                    // Whoever answers should know whether a yes lets it out of the sandbox.
+                    if let Some(a) = ask.as_object_mut() {
+                        a.extend(opts.placement.fields());
+                    }
+                    shared.send(ask);
                     let busy = Busy::new(shared);
                     std::thread::spawn(move || {
                         let shared = &busy.0;

@@ -3,11 +3,11 @@
 
 use clap::Args;
 use cordon_policy::ToolCall;
-use cordon_policy::checkers::ProcessRunner;
 use serde_json::json;
 
 use super::PolicyFlags;
 use super::run::{Plan, RunArgs, plan, with_settings};
+use crate::exec::Placement;
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
@@ -21,6 +21,7 @@ pub struct ExplainArgs {
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
+    let decider = super::check::Decider::for_runs(&args.policy, &args.run.sandbox)?;
     let run = with_settings(args.run)?;
     let Plan {
         argv,
@@ -38,16 +39,18 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         Some(s) => s.to_string(),
         None => shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" ")),
     };
-    let engine = args.policy.engine()?;
     let call = ToolCall::new(
         "run_shell_command".to_string(),
         json!({ "command": command }),
     );
-    let outcome = engine.check(&call, args.policy.options(), &ProcessRunner);
+    // `cordon run` always sandboxes; the settings may place an agent's run elsewhere.
+    let placement = decider.placer.place(&command, false).unwrap_or_default();
+    let outcome = decider.check_placed(&call, args.policy.options(), Some(&placement));
     let net = run.net_summary();
     let report = json!({
         "command": command,
         "policy": outcome,
+        "when_an_agent_runs_it": placement.fields(),
         "backend": run.backend_name(),
         "cwd": cwd,
         "writable": std::iter::once(&cwd).chain(&writable).collect::<Vec<_>>(),
@@ -70,6 +73,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
     );
     if let Some(source) = report["policy"]["rule"]["source"].as_str() {
         println!("           rule at {source}");
+    }
+    if let Placement::Outside { why } = &placement {
+        println!("agents:    exec, shell and mcp run it OUTSIDE the sandbox: {why}");
     }
     println!("backend:   {}", report["backend"].as_str().unwrap_or("?"));
     let list = |title: &str, key: &str| {

@@ -16,6 +16,7 @@ mod explain;
 mod mcp;
 #[cfg(unix)]
 mod paths;
+mod placement;
 mod policy;
 #[cfg(unix)]
 mod proxy;

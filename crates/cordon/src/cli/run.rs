@@ -264,40 +264,55 @@ impl RunArgs {
     }
 }
 
-/// The command line as the last layer of settings: what it says, and nothing it leaves out.
-fn flag_layer(args: &RunArgs) -> LayerValues {
-    LayerValues {
-        fail_if_unavailable: args.sandbox.fail_if_unavailable.then_some(true),
-        allow_write: some(&args.sandbox.allow_write),
-        deny_write: args.sandbox.deny_write.clone(),
-        deny_read: args.sandbox.deny_read.clone(),
-        allow_read: some(&args.sandbox.allow_read),
-        allow_local_binding: args.sandbox.allow_local_binding.then_some(true),
-        allow_unix_sockets: some(&args.sandbox.allow_unix_socket),
-        keep_env: some(&args.sandbox.keep_env),
-        deny_env: args.sandbox.deny_env.clone(),
-        max_processes: args.sandbox.max_processes,
-        memory: args.sandbox.memory.map(|b| b.to_string()),
-        cpu_time: args.sandbox.cpu_time,
-        cpus: args.sandbox.cpus.map(|m| m as f64 / 1000.0),
-        timeout: args.sandbox.timeout,
-        ..args.sandbox.net.layer()
+impl SandboxFlags {
+    /// The command line as the last layer of settings: what it says, and nothing it leaves
+    /// out.
+    fn layer(&self) -> LayerValues {
+        LayerValues {
+            fail_if_unavailable: self.fail_if_unavailable.then_some(true),
+            allow_write: some(&self.allow_write),
+            deny_write: self.deny_write.clone(),
+            deny_read: self.deny_read.clone(),
+            allow_read: some(&self.allow_read),
+            allow_local_binding: self.allow_local_binding.then_some(true),
+            allow_unix_sockets: some(&self.allow_unix_socket),
+            keep_env: some(&self.keep_env),
+            deny_env: self.deny_env.clone(),
+            max_processes: self.max_processes,
+            memory: self.memory.map(|b| b.to_string()),
+            cpu_time: self.cpu_time,
+            cpus: self.cpus.map(|m| m as f64 / 1000.0),
+            timeout: self.timeout,
+            ..self.net.layer()
+        }
+    }
+
+    /// Every settings layer merged under these flags; the project's file may widen with
+    /// `--trust-project`, or when `also_trusted` (the policy's `--trust-workspace`, which
+    /// `exec`, `shell` and `mcp` take as well).
+    pub fn settings(&self, also_trusted: bool) -> anyhow::Result<settings::Settings> {
+        let cwd = std::env::current_dir().context("cannot read the current directory")?;
+        let places = Places {
+            profile: self.profile.clone(),
+            given: self.settings.clone(),
+            ..Places::from(&cwd)
+        };
+        settings::load(&places, self.layer(), self.trust_project || also_trusted)
     }
 }
 
 /// The run's flags with every settings layer merged under them.
 pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let places = Places {
-        profile: args.sandbox.profile.clone(),
-        given: args.sandbox.settings.clone(),
-        ..Places::from(&cwd)
-    };
-    let s = settings::load(&places, flag_layer(&args), args.sandbox.trust_project)?;
+    let s = args.sandbox.settings(false)?;
     for why in &s.left_out {
         eprintln!("cordon: warning: settings left out: {why}");
     }
     args.sandbox.net.settle(&s);
+    args.backend.settle(
+        value(s.backend.clone()),
+        value(s.container_image.clone()),
+        value(s.container_profile.clone()),
+    )?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let expand = |p: &String| match (p.strip_prefix("~/"), &home) {
         (Some(rest), Some(home)) => home.join(rest),

@@ -18,7 +18,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::PolicyFlags;
 use super::run::SandboxFlags;
-use crate::exec::{Control, Io, RunOptions, Runner};
+use crate::exec::{Control, Io, Placement, RunOptions, Runner};
 use crate::exit;
 
 #[derive(Debug, Args)]
@@ -42,7 +42,7 @@ fn default_history() -> Option<PathBuf> {
 }
 
 pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
-    let decider = super::check::Decider::new(&args.policy)?;
+    let decider = super::check::Decider::for_runs(&args.policy, &args.sandbox)?;
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
     let options = args.policy.options();
@@ -57,7 +57,14 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
     } else {
         "no network"
     };
-    let prompt = format!("cordon [{} | sandbox, {network}] $ ", options.mode.as_str());
+    // The prompt tells whether lines run in the sandbox; when the settings switch it off
+    // (checked with an empty line, which no exclusion matches) it says so plainly.
+    let sandbox = match decider.placer.place("", false) {
+        Ok(Placement::Outside { .. }) => "NO sandbox".to_string(),
+        _ if !decider.placer.always_sandboxed() => "sandbox, some commands outside".to_string(),
+        _ => format!("sandbox, {network}"),
+    };
+    let prompt = format!("cordon [{} | {sandbox}] $ ", options.mode.as_str());
 
     let mut editor = DefaultEditor::new().context("cannot set up line editing")?;
     // Ctrl-C while a command runs: the terminal signals this shell (the command's group is
@@ -90,8 +97,13 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
         let _ = editor.load_history(h);
     }
     eprintln!(
-        "cordon shell: each line is checked by the policy ({} mode) and runs in the sandbox; `exit` leaves",
-        options.mode.as_str()
+        "cordon shell: each line is checked by the policy ({} mode) and runs in the sandbox{}; `exit` leaves",
+        options.mode.as_str(),
+        if decider.placer.always_sandboxed() {
+            ""
+        } else {
+            " unless the settings place it outside (cordon says so when they do)"
+        }
     );
     loop {
         let line = match editor.readline(&prompt) {
@@ -116,7 +128,11 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
             break;
         }
         let call = ToolCall::new("run_shell_command", json!({ "command": line }));
-        let outcome = decider.check(&call, options);
+        let placement = decider.placer.place(line, false).unwrap_or_default();
+        let outcome = decider.check_placed(&call, options, Some(&placement));
+        if let Placement::Outside { why } = &placement {
+            eprintln!("cordon: this runs outside the sandbox: {why}");
+        }
         match outcome.decision {
             Decision::Allow => {}
             Decision::Deny => {
@@ -138,6 +154,7 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
             io: Io::Inherit,
             timeout,
             blocked_on_stderr: true,
+            placement,
             ..RunOptions::new(line)
         };
         let run = match runner.start(&opts, Arc::new(|_| {})) {

@@ -1,6 +1,6 @@
 //! The executor: runs one command in the sandbox, streams its output as it comes, cancels it,
-//! and says what happened. `cordon exec --jsonl` and `cordon shell` are built on it, and so
-//! will the MCP server be.
+//! and says what happened. `cordon exec --jsonl`, `cordon shell` and `cordon mcp` are built on
+//! it.
 //!
 //! Each run is a child `cordon run … --report FILE -- /bin/sh -c COMMAND` (this same binary,
 //! through `/proc/self/exe`) in a process group of its own. The calling process may have many
@@ -9,6 +9,10 @@
 //! SIGTERM, which `cordon run` passes down to the command, then SIGKILL to `cordon run` after a
 //! grace period, whose sandbox dies with it (a PID namespace ends with its first process;
 //! without namespaces the supervisor kills what the command started when cordon goes).
+//!
+//! A run the settings place outside the sandbox ([`Placement::Outside`]) is `/bin/sh -c
+//! COMMAND` itself in that process group; the run then keeps the time limit, and when the
+//! command ends it kills what the command left in its group, as a sandbox's end would.
 //!
 //! Threads, not async: each run has a reader thread per output stream, and the caller blocks
 //! in [`Run::wait`] (an async caller wraps it in `spawn_blocking`). A slow consumer of
@@ -94,6 +98,31 @@ pub struct RunOptions {
     /// Whether `cordon run` also prints what the sandbox blocked on the command's standard
     /// error (a person reading a terminal wants that; a program gets [`RunResult::violations`]).
     pub blocked_on_stderr: bool,
+    /// In cordon's sandbox, or outside it because the settings say so.
+    pub placement: Placement,
+}
+
+/// Where a command runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// In cordon's sandbox, through a child `cordon run`.
+    #[default]
+    Sandbox,
+    /// Straight on the host (`/bin/sh -c`), still decided by the policy: the settings exclude
+    /// it from the sandbox, and `why` says which setting (from which file).
+    Outside { why: String },
+}
+
+impl Placement {
+    /// As the protocols tell it: `"sandboxed": true`, or `false` with `"outside_because"`.
+    pub fn fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("sandboxed".into(), (*self == Placement::Sandbox).into());
+        if let Placement::Outside { why } = self {
+            m.insert("outside_because".into(), why.clone().into());
+        }
+        m
+    }
 }
 
 impl RunOptions {
@@ -105,6 +134,7 @@ impl RunOptions {
             timeout: None,
             keep: OutputLimit::default(),
             blocked_on_stderr: false,
+            placement: Placement::Sandbox,
         }
     }
 }
@@ -131,6 +161,8 @@ pub struct RunResult {
     pub weaker: Vec<String>,
     /// Why the sandbox could not be set up, if it could not.
     pub setup_error: Option<String>,
+    /// Whether the command ran in cordon's sandbox ([`Placement::Sandbox`]).
+    pub sandboxed: bool,
 }
 
 fn as_seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -139,6 +171,10 @@ fn as_seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Erro
 
 /// How long a cancelled command has to end after SIGTERM before `cordon run` is killed.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
+
+/// How long a run outside the sandbox waits, once its command has ended, for the last of its
+/// output from processes that left its process group.
+const OUTSIDE_OUTPUT_WAIT: Duration = Duration::from_secs(1);
 
 /// Starts runs with one set of sandbox settings.
 #[derive(Debug)]
@@ -168,16 +204,23 @@ impl Runner {
     pub fn start(&self, opts: &RunOptions, sink: Sink) -> std::io::Result<Run> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let report = self.reports.path().join(format!("run-{n}.json"));
-        let mut cmd = Command::new(&self.exe);
-        cmd.arg("run").args(&self.sandbox_args);
-        cmd.arg("--report").arg(&report);
-        if !opts.blocked_on_stderr {
-            cmd.arg("--report-only");
-        }
-        if let Some(t) = opts.timeout {
-            cmd.arg("--timeout").arg(t.as_secs_f64().to_string());
-        }
-        cmd.args(["--", "/bin/sh", "-c", &opts.command]);
+        let outside = matches!(opts.placement, Placement::Outside { .. });
+        let mut cmd = if outside {
+            Command::new("/bin/sh")
+        } else {
+            let mut cmd = Command::new(&self.exe);
+            cmd.arg("run").args(&self.sandbox_args);
+            cmd.arg("--report").arg(&report);
+            if !opts.blocked_on_stderr {
+                cmd.arg("--report-only");
+            }
+            if let Some(t) = opts.timeout {
+                cmd.arg("--timeout").arg(t.as_secs_f64().to_string());
+            }
+            cmd.args(["--", "/bin/sh"]);
+            cmd
+        };
+        cmd.args(["-c", &opts.command]);
         if let Some(cwd) = &opts.cwd {
             cmd.current_dir(cwd);
         }
@@ -249,7 +292,25 @@ impl Runner {
             }),
             master,
             grace: self.grace,
+            outside,
         });
+        // Outside the sandbox no `cordon run` keeps the time limit: the run keeps it itself.
+        if let (true, Some(limit)) = (outside, opts.timeout) {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || {
+                let st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+                let (mut st, _) = shared
+                    .ended
+                    .wait_timeout_while(st, limit, |s| !s.exited && !s.cancelled)
+                    .unwrap_or_else(|e| e.into_inner());
+                if !st.exited && !st.cancelled {
+                    st.timed_out = true;
+                    sys::signal_group(shared.pid, libc::SIGTERM);
+                    drop(st);
+                    kill_after_grace(shared);
+                }
+            });
+        }
         // Before any output, and with the control, so the caller can take requests for this
         // run as soon as it says it started.
         sink(Event::Started {
@@ -301,6 +362,8 @@ struct Shared {
     input: Mutex<Option<Sender<InputMessage>>>,
     master: Option<File>,
     grace: Duration,
+    /// Run outside the sandbox: the child is the command's shell, not `cordon run`.
+    outside: bool,
 }
 
 #[derive(Debug, Default)]
@@ -308,6 +371,29 @@ struct State {
     /// The child has ended (not yet reaped while `wait` holds it, so its pid stays ours).
     exited: bool,
     cancelled: bool,
+    /// Stopped for running past its time limit (outside the sandbox; inside, `cordon run`
+    /// says so in its report).
+    timed_out: bool,
+}
+
+/// After the SIGTERM (sent with the state locked, so that the pid cannot have been reaped and
+/// reused): SIGKILL once the grace period is over if the run has not ended, to `cordon run`,
+/// whose sandbox dies with it, or outside the sandbox to the whole group.
+fn kill_after_grace(shared: Arc<Shared>) {
+    std::thread::spawn(move || {
+        let st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (st, _) = shared
+            .ended
+            .wait_timeout_while(st, shared.grace, |s| !s.exited)
+            .unwrap_or_else(|e| e.into_inner());
+        if !st.exited {
+            if shared.outside {
+                sys::signal_group(shared.pid, libc::SIGKILL);
+            } else {
+                sys::signal_process(shared.pid, libc::SIGKILL);
+            }
+        }
+    });
 }
 
 #[derive(Debug)]
@@ -332,23 +418,15 @@ impl Control {
         let shared = &self.0;
         {
             let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            if st.exited || st.cancelled {
+            if st.exited || st.cancelled || st.timed_out {
                 return;
             }
             st.cancelled = true;
             sys::signal_group(shared.pid, libc::SIGTERM);
+            // The time limit's watcher need wait no longer.
+            shared.ended.notify_all();
         }
-        let shared = Arc::clone(&self.0);
-        std::thread::spawn(move || {
-            let st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            let (st, _) = shared
-                .ended
-                .wait_timeout_while(st, shared.grace, |s| !s.exited)
-                .unwrap_or_else(|e| e.into_inner());
-            if !st.exited {
-                sys::signal_process(shared.pid, libc::SIGKILL);
-            }
-        });
+        kill_after_grace(Arc::clone(&self.0));
     }
 
     /// Blocks until the run's `cordon run` has ended (whoever waits for the run).
@@ -400,11 +478,17 @@ impl Run {
     /// Waits for the run to end and its output to be read.
     pub fn wait(mut self) -> RunResult {
         let _ = sys::wait_unreaped(self.shared.pid);
-        let cancelled = {
+        let outside = self.shared.outside;
+        if outside {
+            // What the command left running in its group goes with it, as a sandbox's
+            // processes go with `cordon run`; its pid is still unreaped, so the group is ours.
+            sys::signal_group(self.shared.pid, libc::SIGKILL);
+        }
+        let (cancelled, timed_out_here) = {
             let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
             st.exited = true;
             self.shared.ended.notify_all();
-            st.cancelled
+            (st.cancelled, st.timed_out)
         };
         let status = self.child.wait();
         let duration = self.started.elapsed();
@@ -415,8 +499,16 @@ impl Run {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         // The sandbox's processes are gone with `cordon run`, so every output reaches its end.
+        // Outside the sandbox a process that left the group (setsid) may hold an output open
+        // for ever: the run does not wait for it past a moment.
+        let deadline = Instant::now() + OUTSIDE_OUTPUT_WAIT;
         for r in self.readers.drain(..) {
-            let _ = r.join();
+            while outside && !r.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if !outside || r.is_finished() {
+                let _ = r.join();
+            }
         }
         let (mut exit_code, mut signal) = match &status {
             Ok(s) => match (s.code(), s.signal()) {
@@ -434,7 +526,12 @@ impl Run {
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
         let _ = std::fs::remove_file(&self.report);
-        let timed_out = report["timed_out"].as_bool().unwrap_or(false);
+        let timed_out = report["timed_out"].as_bool().unwrap_or(false) || timed_out_here;
+        if timed_out_here {
+            // As `cordon run` reports its own time limit.
+            exit_code = i32::from(cordon_sandbox::exit::TIMEOUT);
+            signal = None;
+        }
         if let Some(c) = report["exit_code"].as_i64()
             && signal.is_none()
         {
@@ -467,6 +564,7 @@ impl Run {
             violations: report["blocked"].as_array().cloned().unwrap_or_default(),
             weaker: strings(&report["weaker"]),
             setup_error: report["setup_error"].as_str().map(String::from),
+            sandboxed: !outside,
         }
     }
 }

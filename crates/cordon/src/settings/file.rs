@@ -18,6 +18,7 @@ pub struct SettingsFile {
     pub env: Option<EnvTable>,
     pub limits: Option<LimitsTable>,
     pub ignore_violations: Option<Vec<IgnoreRule>>,
+    pub container: Option<ContainerTable>,
     pub policy: Option<PolicyTable>,
     /// Managed settings only: what no other layer may change.
     pub lock: Option<LockTable>,
@@ -26,12 +27,35 @@ pub struct SettingsFile {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxTable {
+    /// `false`: the commands `cordon exec`, `shell` and `mcp` run go outside the sandbox (still
+    /// decided by the policy). `cordon run` always sandboxes.
     pub enabled: Option<bool>,
+    /// Refuse to run rather than fall back to Landlock and seccomp alone where user namespaces
+    /// are unavailable.
     pub fail_if_unavailable: Option<bool>,
+    /// The platforms (`linux`, `macos`) on which the sandbox is on; elsewhere it is as if
+    /// `enabled = false`.
     pub enabled_platforms: Option<Vec<String>>,
+    /// Commands that run outside the sandbox, still under policy: a script goes outside only
+    /// when every command in it starts with one of these (`docker` takes `docker ps`).
     pub excluded_commands: Option<Vec<String>>,
+    /// A shell command that will run in the sandbox need not ask (the defaults' asks only).
     pub auto_allow_if_sandboxed: Option<bool>,
+    /// A run may ask to leave the sandbox (`"unsandboxed": true`); the policy still decides.
     pub allow_unsandboxed_commands: Option<bool>,
+    /// What enforces `cordon run` when no `--backend` flag or `CORDON_SANDBOX` says:
+    /// `linux`, `seatbelt`, `docker`, `podman` or `container` (either engine).
+    pub backend: Option<String>,
+}
+
+/// The container backends' choices, where no flag or `CORDON_SANDBOX_*` variable makes them.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerTable {
+    /// The image (as `--image`).
+    pub image: Option<String>,
+    /// Hardening and limits: `dev`, `safe`, `tight` or `offline` (as `--container-profile`).
+    pub profile: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]

@@ -433,8 +433,14 @@ impl Importer {
         match sandbox {
             Value::Null => {}
             Value::Bool(b) => self.sandbox().enabled = Some(*b),
+            // Gemini CLI's sandbox commands, as cordon's backends.
+            Value::String(s) if ["docker", "podman", "sandbox-exec"].contains(&s.as_str()) => {
+                self.sandbox().backend = Some(
+                    if s == "sandbox-exec" { "seatbelt" } else { s }.to_string(),
+                );
+            }
             other => self.skip(format!(
-                "tools.sandbox = {other}: choose the container engine with --backend"
+                "tools.sandbox = {other}: not a sandbox cordon knows; choose one with sandbox.backend"
             )),
         }
     }

@@ -116,6 +116,9 @@ pub struct Settings {
     pub excluded_commands: Option<Sourced<Vec<String>>>,
     pub auto_allow_if_sandboxed: Option<Sourced<bool>>,
     pub allow_unsandboxed_commands: Option<Sourced<bool>>,
+    pub backend: Option<Sourced<String>>,
+    pub container_image: Option<Sourced<String>>,
+    pub container_profile: Option<Sourced<String>>,
     pub allow_write: Option<Sourced<Vec<PathBuf>>>,
     pub deny_write: Vec<Sourced<PathBuf>>,
     pub deny_read: Vec<Sourced<PathBuf>>,
@@ -341,6 +344,9 @@ fn resolve_path(text: &str, layer: Layer, file: &Path, key: &str) -> anyhow::Res
     }
 }
 
+/// The names `sandbox.backend` takes, as `cordon run --backend` does.
+const BACKENDS: &[&str] = &["linux", "seatbelt", "docker", "podman", "container"];
+
 /// One layer's values, with paths resolved; what the merge takes in.
 #[derive(Debug, Default, Clone)]
 pub struct LayerValues {
@@ -350,6 +356,9 @@ pub struct LayerValues {
     pub excluded_commands: Option<Vec<String>>,
     pub auto_allow_if_sandboxed: Option<bool>,
     pub allow_unsandboxed_commands: Option<bool>,
+    pub backend: Option<String>,
+    pub container_image: Option<String>,
+    pub container_profile: Option<String>,
     pub allow_write: Option<Vec<PathBuf>>,
     pub deny_write: Vec<PathBuf>,
     pub deny_read: Vec<PathBuf>,
@@ -425,7 +434,36 @@ impl LayerValues {
                 );
             }
         }
+        if let Some(b) = &sandbox.backend
+            && !BACKENDS.contains(&b.as_str())
+        {
+            bail!(
+                "{}: sandbox.backend: `{b}` is not a backend; use one of {}",
+                path.display(),
+                BACKENDS.join(", ")
+            );
+        }
+        let container = f.container.clone().unwrap_or_default();
+        if let Some(p) = &container.profile
+            && cordon_sandbox::container::Profile::parse(p).is_none()
+        {
+            bail!(
+                "{}: container.profile: `{p}` is not a profile; use one of {}",
+                path.display(),
+                cordon_sandbox::container::Profile::NAMES
+            );
+        }
+        if container
+            .image
+            .as_deref()
+            .is_some_and(|i| i.trim().is_empty())
+        {
+            bail!("{}: container.image: give an image name", path.display());
+        }
         Ok(LayerValues {
+            backend: sandbox.backend,
+            container_image: container.image,
+            container_profile: container.profile,
             enabled: sandbox.enabled,
             fail_if_unavailable: sandbox.fail_if_unavailable,
             enabled_platforms: sandbox.enabled_platforms,
@@ -479,30 +517,37 @@ pub fn merge(layers: &[(Source, LayerValues)], locks: Locks, trust_project: bool
             untrusted,
             left_out: &mut s.left_out,
         };
-        // A value that, when set by this layer, would loosen what the sandbox holds.
+        // Switching the sandbox off, entirely or on this platform, runs every command outside
+        // it: both locks forbid that.
+        let keeps_sandbox = match (locks.sandbox_required, locks.no_unsandboxed_commands) {
+            _ if managed => "",
+            (true, _) => "sandbox_required",
+            (false, true) => "no_unsandboxed_commands",
+            (false, false) => "",
+        };
         m.set(
             &mut s.enabled,
             v.enabled,
             |on| !on,
-            locks.sandbox_required && !managed,
+            !keeps_sandbox.is_empty() && v.enabled == Some(false),
             "sandbox.enabled",
-            "sandbox_required",
+            keeps_sandbox,
         );
         m.set(
             &mut s.fail_if_unavailable,
             v.fail_if_unavailable,
             |on| !on,
-            false,
+            locks.sandbox_required && !managed && v.fail_if_unavailable == Some(false),
             "sandbox.fail_if_unavailable",
-            "",
+            "sandbox_required",
         );
         m.set(
             &mut s.enabled_platforms,
             v.enabled_platforms.clone(),
             |_| true,
-            false,
+            !keeps_sandbox.is_empty(),
             "sandbox.enabled_platforms",
-            "",
+            keeps_sandbox,
         );
         let no_unsandboxed = locks.no_unsandboxed_commands && !managed;
         m.set(
@@ -528,6 +573,32 @@ pub fn merge(layers: &[(Source, LayerValues)], locks: Locks, trust_project: bool
             no_unsandboxed,
             "sandbox.allow_unsandboxed_commands",
             "no_unsandboxed_commands",
+        );
+        // Another enforcer, or another image or hardening in it, is not for a project to pick
+        // unless trusted.
+        m.set(
+            &mut s.backend,
+            v.backend.clone(),
+            |_| true,
+            false,
+            "sandbox.backend",
+            "",
+        );
+        m.set(
+            &mut s.container_image,
+            v.container_image.clone(),
+            |_| true,
+            false,
+            "container.image",
+            "",
+        );
+        m.set(
+            &mut s.container_profile,
+            v.container_profile.clone(),
+            |p| !matches!(p.as_str(), "tight" | "offline"),
+            false,
+            "container.profile",
+            "",
         );
         m.set(
             &mut s.allow_write,

@@ -127,6 +127,8 @@ fn managed_locks_hold_against_every_other_layer() {
         allow_domains: Some(strings(&["github.com"])),
         allow_read: Some(vec![PathBuf::from("/home/u/.ssh/id_rsa")]),
         enabled: Some(false),
+        fail_if_unavailable: Some(false),
+        enabled_platforms: Some(strings(&["macos"])),
         excluded_commands: Some(strings(&["docker *"])),
         allow_unsandboxed_commands: Some(true),
         ..Default::default()
@@ -169,6 +171,8 @@ fn managed_locks_hold_against_every_other_layer() {
         ),
         ("filesystem.allow_read from user", "only_managed_read_paths"),
         ("sandbox.enabled from user", "sandbox_required"),
+        ("sandbox.fail_if_unavailable from user", "sandbox_required"),
+        ("sandbox.enabled_platforms from user", "sandbox_required"),
         (
             "sandbox.excluded_commands from user",
             "no_unsandboxed_commands",
@@ -186,6 +190,39 @@ fn managed_locks_hold_against_every_other_layer() {
             s.left_out
         );
     }
+}
+
+/// Switching the sandbox off would run every command outside it: the lock against unsandboxed
+/// commands holds against that too, and leaves switching it on alone.
+#[test]
+fn no_unsandboxed_commands_also_keeps_the_sandbox_on() {
+    let locks = Locks {
+        no_unsandboxed_commands: true,
+        ..Locks::default()
+    };
+    let off = LayerValues {
+        enabled: Some(false),
+        enabled_platforms: Some(strings(&["macos"])),
+        ..Default::default()
+    };
+    let s = merge(&[(src(Layer::User), off)], locks, false);
+    assert!(
+        s.enabled.is_none() && s.enabled_platforms.is_none(),
+        "{s:?}"
+    );
+    assert_eq!(s.left_out.len(), 2, "{:?}", s.left_out);
+    assert!(
+        s.left_out
+            .iter()
+            .all(|l| l.contains("no_unsandboxed_commands"))
+    );
+    let on = LayerValues {
+        enabled: Some(true),
+        ..Default::default()
+    };
+    let s = merge(&[(src(Layer::User), on)], locks, false);
+    assert!(s.enabled.expect("kept").value);
+    assert!(s.left_out.is_empty(), "{:?}", s.left_out);
 }
 
 #[test]

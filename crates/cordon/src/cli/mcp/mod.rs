@@ -68,6 +68,15 @@ struct RunShellCommand {
     /// The directory to run in, inside the workspace (default: the workspace).
     #[serde(default)]
     dir_path: Option<String>,
+    /// Run outside cordon's sandbox: refused unless the user's settings allow asking for it
+    /// (`sandbox.allow_unsandboxed_commands`). Only for a command the sandbox stops from
+    /// working; the policy still decides.
+    #[serde(default)]
+    unsandboxed: bool,
+    /// Where it runs, as the settings place it (worked out by cordon, not given).
+    #[serde(skip)]
+    #[schemars(skip)]
+    placement: crate::exec::Placement,
 }
 
 /// A call's arguments, read as its tool takes them.
@@ -193,11 +202,21 @@ struct Server {
     /// client echoes with its answer: each is the call it is about, and is answered once.
     asked: Arc<Mutex<HashMap<String, String>>>,
     next_question: Arc<AtomicU64>,
+    /// The container this server runs in (`--worker`): it is the sandbox, so commands run
+    /// in it directly.
+    container: Option<String>,
 }
 
-pub fn run(args: McpArgs) -> anyhow::Result<u8> {
+pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
     let container = worker::inside(&args)?;
     if container.is_none() {
+        // `sandbox.backend` and `[container]` in the settings choose as for `cordon run`.
+        let s = args.sandbox.settings(args.policy.trust_workspace)?;
+        args.backend.settle(
+            crate::settings::value(s.backend),
+            crate::settings::value(s.container_image),
+            crate::settings::value(s.container_profile),
+        )?;
         args.backend.validate()?;
         if args.backend.container_engine().is_some() {
             return worker::launch(args);
@@ -206,7 +225,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<u8> {
             bail!("--dry-run shows the engine's command for --backend docker, podman or container");
         }
     }
-    let decider = Decider::new(&args.policy)?;
+    let decider = Decider::for_runs(&args.policy, &args.sandbox)?;
     // The walls each command's sandbox will have, for the file tools that work outside it.
     let plan = super::run::plan_for(&args.sandbox)?;
     let walls = files::Walls {
@@ -231,6 +250,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<u8> {
         runs: Arc::clone(&runs),
         asked: Arc::default(),
         next_question: Arc::default(),
+        container,
     };
 
     // Ended by a signal (the agent went away): every run is cancelled, so that no sandbox is
@@ -316,6 +336,9 @@ fn question(call: &ToolCall, parsed: &Parsed, outcome: &Outcome) -> ElicitReques
             if let Some(d) = &a.dir_path {
                 s.push_str(&format!(" in {d}"));
             }
+            if let crate::exec::Placement::Outside { why } = &a.placement {
+                s.push_str(&format!(", OUTSIDE cordon's sandbox ({why}),"));
+            }
             s
         }
         Parsed::Write(a) => format!("write `{}` ({} bytes)", a.file_path, a.content.len()),
@@ -374,9 +397,19 @@ impl Server {
         let state = request.request_state;
         let args = Value::Object(request.arguments.unwrap_or_default());
         // Arguments are read first: nobody is asked about a call that cannot be made.
-        let parsed = match parse(&name, args.clone()) {
+        let mut parsed = match parse(&name, args.clone()) {
             Ok(p) => p,
             Err(e) => return CallToolResult::error(vec![ContentBlock::text(e)]).into(),
+        };
+        let placement = match &mut parsed {
+            Parsed::Shell(a) => match self.decider.placer.place(&a.command, a.unsandboxed) {
+                Ok(p) => {
+                    a.placement = p.clone();
+                    Some(p)
+                }
+                Err(why) => return refused(&name, &why, None).into(),
+            },
+            _ => None,
         };
         let call = ToolCall::new(name.clone(), args);
         // The tools' own wall, whichever rule would allow the call: paths stay in the
@@ -391,7 +424,8 @@ impl Server {
             let call = call.clone();
             let options = self.options;
             // External checkers are programs: they may take a while.
-            match tokio::task::spawn_blocking(move || decider.check(&call, options)).await {
+            let check = move || decider.check_placed(&call, options, placement.as_ref());
+            match tokio::task::spawn_blocking(check).await {
                 Ok(o) => o,
                 Err(e) => {
                     return refused(&name, &format!("the policy check failed: {e}"), None).into();
@@ -549,6 +583,14 @@ impl Server {
             timeout: self.timeout,
             keep: OutputLimit::default(),
             blocked_on_stderr: false,
+            // In cordon's container, the container is the sandbox: a second one inside it
+            // would need user namespaces, which engines refuse, and could only be weaker.
+            placement: match &self.container {
+                Some(name) => crate::exec::Placement::Outside {
+                    why: format!("inside container {name}, which is the sandbox"),
+                },
+                None => a.placement.clone(),
+            },
         };
         let token = context.meta.get_progress_token();
         // Output waits here for the client; a slow client slows the command (its reader
@@ -634,6 +676,19 @@ impl Server {
         if result.timed_out {
             notes.push("timed out".into());
         }
+        match (&a.placement, &self.container) {
+            (crate::exec::Placement::Outside { why }, None) => {
+                notes.push(format!("ran outside the sandbox: {why}"));
+            }
+            // Nothing leaves the container: what the settings place outside runs in it too.
+            (crate::exec::Placement::Outside { why }, Some(name)) => notes.push(format!(
+                "ran in container {name}: the settings place it outside cordon's sandbox ({why}), and the container is the sandbox"
+            )),
+            (crate::exec::Placement::Sandbox, Some(name)) => {
+                notes.push(format!("ran in container {name}"));
+            }
+            (crate::exec::Placement::Sandbox, None) => {}
+        }
         if let Some(e) = &result.setup_error {
             notes.push(format!("the sandbox could not be set up: {e}"));
         }
@@ -645,6 +700,11 @@ impl Server {
         if let Some(o) = structured.get_mut("output").and_then(Value::as_object_mut) {
             // The text is the content already.
             o.remove("text");
+        }
+        if let (Some(name), Some(o)) = (&self.container, structured.as_object_mut()) {
+            // Contained, though not by cordon's own sandbox: the client is told which.
+            o.insert("sandboxed".into(), json!(true));
+            o.insert("container".into(), json!(name));
         }
         let mut r = if result.setup_error.is_some() {
             CallToolResult::error(vec![ContentBlock::text(text)])
