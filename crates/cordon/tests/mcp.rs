@@ -228,6 +228,13 @@ fn a_real_mcp_client_drives_the_server_in_a_container(engine: Eng) {
         return;
     };
     std::fs::write(p.outside().join("secret"), "not for the agent").expect("write");
+    // Each command's limit, from the project's settings: it must not end the session.
+    std::fs::create_dir(p.ws().join(".cordon")).expect("mkdir");
+    std::fs::write(
+        p.ws().join(".cordon/cordon.toml"),
+        "[limits]\ntimeout = 3\n",
+    )
+    .expect("write the settings");
     let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/drive.py");
     let mut cmd = Command::new(&python);
     cmd.arg(&driver)

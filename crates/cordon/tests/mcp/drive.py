@@ -328,6 +328,11 @@ async def in_a_container() -> None:
             r,
         )
 
+        # The project's settings give each command 3 seconds (tests/mcp.rs); the session,
+        # which lasts longer, goes on.
+        r = await call(c, "run_shell_command", {"command": "sleep 20"})
+        expect(r.structured_content["timed_out"] and "timed out" in text(r), "the settings' time limit stops a command", r)
+
         before = len(asked)
         r = await call(c, "write_file", {"file_path": "notes.txt", "content": "from the container\n"})
         expect(not r.is_error and len(asked) == before + 1, "write_file asked, was allowed and wrote", (r, asked))

@@ -209,13 +209,13 @@ struct Server {
 
 pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
     let container = worker::inside(&args)?;
+    let settings = args.sandbox.settings(args.policy.trust_workspace)?;
     if container.is_none() {
         // `sandbox.backend` and `[container]` in the settings choose as for `cordon run`.
-        let s = args.sandbox.settings(args.policy.trust_workspace)?;
         args.backend.settle(
-            crate::settings::value(s.backend),
-            crate::settings::value(s.container_image),
-            crate::settings::value(s.container_profile),
+            crate::settings::value(settings.backend.clone()),
+            crate::settings::value(settings.container_image.clone()),
+            crate::settings::value(settings.container_profile.clone()),
         )?;
         args.backend.validate()?;
         if args.backend.container_engine().is_some() {
@@ -246,7 +246,11 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
         options: args.policy.options(),
         runner: Arc::new(runner),
         workspace: Arc::new(workspace),
-        timeout: args.sandbox.timeout().map(Duration::from_secs_f64),
+        // Merged with the settings: a run outside `cordon run` (in cordon's container, or
+        // placed outside the sandbox) has no child to read them.
+        timeout: crate::settings::value(settings.timeout)
+            .filter(|t| *t > 0.0 && t.is_finite())
+            .map(Duration::from_secs_f64),
         runs: Arc::clone(&runs),
         asked: Arc::default(),
         next_question: Arc::default(),
