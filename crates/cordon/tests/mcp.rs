@@ -148,13 +148,20 @@ impl Project {
             .tempdir()
             .expect("temp dir");
         let around = tempfile::tempdir().expect("temp dir");
-        for d in ["outside", "config/cordon/policies"] {
+        for d in ["outside", "config/cordon/policies", "extension"] {
             std::fs::create_dir_all(around.path().join(d)).expect("mkdir");
         }
         // A rule of the user's, which the server inside must see to keep.
         std::fs::write(
             around.path().join("config/cordon/policies/deny.toml"),
             "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"touch denied-by-policy\"\ndecision = \"deny\"\npriority = 100\ndenyMessage = \"not in a container either\"\n",
+        )
+        .expect("write the policy");
+        // And one of an extension's, given by a flag, outside every directory the container
+        // shows anyway: only the worker's own mounts bring it in.
+        std::fs::write(
+            around.path().join("extension/deny.toml"),
+            "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"touch denied-by-extension\"\ndecision = \"deny\"\npriority = 100\n",
         )
         .expect("write the policy");
         Some(Project { ws, around, engine })
@@ -247,6 +254,7 @@ fn a_real_mcp_client_drives_the_server_in_a_container(engine: Eng) {
             "987642"
         })
         .args([engine.name(), IMAGE])
+        .arg(p.around.path().join("extension"))
         .current_dir(p.ws())
         .env("XDG_CONFIG_HOME", p.config())
         .env_remove("CORDON_SANDBOX");

@@ -10,7 +10,7 @@ result and the call comes back with the answer), each in a workspace of its own.
 With ENGINE and IMAGE after the others, it drives `cordon mcp --backend ENGINE --image IMAGE`
 instead: the server runs in a container, and the checks are that its tools act there.
 
-Run by tests/mcp.rs:  python drive.py CORDON WORKSPACE OUTSIDE MARKER [ENGINE IMAGE]
+Run by tests/mcp.rs:  python drive.py CORDON WORKSPACE OUTSIDE MARKER [ENGINE IMAGE EXTENSION_DIR]
 Prints one line per check; any failure raises, so the exit status is not 0.
 """
 
@@ -24,7 +24,7 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 CORDON, TOP, OUTSIDE, MARKER = sys.argv[1:5]
-ENGINE, IMAGE = (sys.argv[5:7] + [None, None])[:2]
+ENGINE, IMAGE, EXTENSION = (sys.argv[5:8] + [None, None, None])[:3]
 # Set for each era by main().
 WS = TOP
 MODE = "legacy"
@@ -47,7 +47,7 @@ def server(*flags: str) -> StdioServerParameters:
 
 def client(*flags: str, **kw) -> Client:
     if ENGINE:
-        flags = ("--backend", ENGINE, "--image", IMAGE, *flags)
+        flags = ("--backend", ENGINE, "--image", IMAGE, "--extension-policy-dir", EXTENSION, *flags)
     return Client(server("--workspace", WS, *flags), mode=MODE, **kw)
 
 
@@ -359,6 +359,9 @@ async def in_a_container() -> None:
         expect(r.is_error and len(asked) == before and r.structured_content["decision"] == "deny", "the user's deny rule refuses the command", r)
         expect("not in a container" in text(r), "with the rule's message", r)
         expect(not os.path.exists(os.path.join(WS, "denied-by-policy")), "nothing ran")
+        r = await call(c, "run_shell_command", {"command": "touch denied-by-extension"})
+        expect(r.is_error and r.structured_content["decision"] == "deny", "so does the extension's, from a directory outside the workspace", r)
+        expect(not os.path.exists(os.path.join(WS, "denied-by-extension")), "nothing ran")
 
         # Cancelling a long run stops it inside the container.
         command = f"trap '' TERM; sleep {MARKER} & echo ready; wait; wait"
