@@ -480,3 +480,114 @@ fn the_backend_flags_are_checked_and_the_dry_run_shows_the_worker() {
     );
     assert!(!line.contains(" -t "), "no terminal: {line}");
 }
+
+/// As an unprivileged user who may use Docker's socket, what the tools write in the
+/// container lands in the host's workspace owned by that user, file tools and commands alike.
+#[test]
+fn an_unprivileged_users_files_are_theirs_on_the_host() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::process::Stdio;
+
+    let Some(p) = Project::new(Eng::Docker) else {
+        return;
+    };
+    let Ok(socket) = std::fs::metadata("/var/run/docker.sock") else {
+        return skip("no /var/run/docker.sock to hand an unprivileged user");
+    };
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| stdout(&o).trim() == "0");
+    if Command::new("setpriv").arg("--version").output().is_err() || !root {
+        return skip("the unprivileged-user test needs root and setpriv (util-linux)");
+    }
+    let (uid, gid) = (4322u32, 4322u32);
+    // A copy the user can run, and directories of theirs.
+    let bin = p.around.path().join("cordon");
+    std::fs::copy(cordon_bin(), &bin).expect("copy cordon");
+    let home = p.around.path().join("home");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    for d in [p.around.path(), &home, p.ws()] {
+        std::os::unix::fs::chown(d, Some(uid), Some(gid)).expect("chown");
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let mut child = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg(format!("--groups={}", socket.gid()))
+        .arg(&bin)
+        .args([
+            "mcp",
+            "--mode",
+            "yolo",
+            "--backend",
+            "docker",
+            "--image",
+            IMAGE,
+        ])
+        .current_dir(p.ws())
+        .env("HOME", &home)
+        .env("USER", "tester")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("CORDON_SANDBOX")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start cordon mcp as the user");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut ask = |id: u64, method: &str, params: serde_json::Value| -> serde_json::Value {
+        let m = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{m}").expect("write to cordon mcp");
+        loop {
+            let mut line = String::new();
+            let n = out.read_line(&mut line).expect("read from cordon mcp");
+            assert!(n > 0, "cordon mcp ended before answering {method}");
+            let v: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    let init = ask(
+        1,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}),
+    );
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    let call =
+        |name: &str, args: serde_json::Value| serde_json::json!({"name": name, "arguments": args});
+    let wrote = ask(
+        2,
+        "tools/call",
+        call(
+            "write_file",
+            serde_json::json!({"file_path": "by-tool.txt", "content": "x\n"}),
+        ),
+    );
+    assert_eq!(wrote["result"]["isError"], false, "{wrote}");
+    let ran = ask(
+        3,
+        "tools/call",
+        call(
+            "run_shell_command",
+            serde_json::json!({"command": "id -u; echo y > by-shell.txt"}),
+        ),
+    );
+    let text = ran["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.starts_with(&format!("{uid}\n")), "{ran}");
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status}");
+    for f in ["by-tool.txt", "by-shell.txt"] {
+        let m = std::fs::metadata(p.ws().join(f)).expect("the file is on the host");
+        assert_eq!((m.uid(), m.gid()), (uid, gid), "{f}");
+    }
+    assert_eq!(p.containers_after_a_while(), Vec::<String>::new());
+}
