@@ -265,6 +265,31 @@ impl RunArgs {
 }
 
 impl SandboxFlags {
+    /// `--settings FILE`, as given.
+    pub fn settings_file(&self) -> Option<&Path> {
+        self.settings.as_deref()
+    }
+
+    /// These flags for a `cordon mcp` worker in a container that shows the host only at
+    /// `shown` (absolute): path flags elsewhere name what the container does not have at all,
+    /// so they are left out rather than fail to resolve there; Unix sockets are not passed in.
+    pub fn for_container(&self, cwd: &Path, shown: &[PathBuf]) -> SandboxFlags {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let inside = |p: &PathBuf| {
+            let abs = match (p.strip_prefix("~"), &home) {
+                (Ok(rest), Some(home)) => home.join(rest),
+                _ => cwd.join(p),
+            };
+            shown.iter().any(|s| abs.starts_with(s))
+        };
+        let mut out = self.clone();
+        out.deny_read.retain(inside);
+        out.deny_write.retain(inside);
+        out.allow_read.retain(inside);
+        out.allow_unix_socket.clear();
+        out
+    }
+
     /// The command line as the last layer of settings: what it says, and nothing it leaves
     /// out.
     fn layer(&self) -> LayerValues {

@@ -401,6 +401,19 @@ async def in_a_container() -> None:
         expect(not os.path.exists(os.path.join(WS, "planned")), "nothing ran")
     await none_left("and none after the second session")
 
+    # What --deny-read hides stays hidden from the tools and the commands inside; one the
+    # container does not show at all (OUTSIDE) needs nothing there, and does not stop it.
+    os.makedirs(os.path.join(WS, "private"), exist_ok=True)
+    with open(os.path.join(WS, "private", "key"), "w") as f:
+        f.write("do not show")
+    async with client("--deny-read", "private", "--deny-read", OUTSIDE) as c:
+        r = await call(c, "read_file", {"file_path": "private/key"})
+        # The container shows an empty directory there, so the file is not found at all.
+        expect(r.is_error and "do not show" not in text(r), "read_file keeps to --deny-read inside", r)
+        r = await call(c, "run_shell_command", {"command": "cat private/key; echo done"})
+        expect("done" in text(r) and "do not show" not in text(r), "nor can a command inside read it", r)
+    await none_left("and none after the third")
+
 
 async def main() -> None:
     global WS, MODE, MARKER

@@ -182,7 +182,31 @@ pub fn launch(args: McpArgs) -> anyhow::Result<u8> {
             });
         }
     }
+    // `--settings FILE` is read inside as well.
+    if let Some(file) = args.sandbox.settings_file() {
+        let file = real.join(file);
+        if !mounts.iter().any(|m| m.to == file) {
+            mounts.push(Mount {
+                from: file.clone(),
+                to: file,
+                options: "ro".into(),
+            });
+        }
+    }
     let fingerprint = args.policy.fingerprint();
+    // Where the container shows the host: the project, the other workspaces, and what
+    // `--allow-write` opens (mounted at their own paths).
+    let mut others = Vec::new();
+    for w in args.policy.workspace_dirs()? {
+        let w = std::fs::canonicalize(&w).unwrap_or(w);
+        if !w.starts_with(&real) {
+            others.push(w);
+        }
+    }
+    let shown: Vec<PathBuf> = std::iter::once(real.clone())
+        .chain(others.iter().cloned())
+        .chain(crate::cli::run::plan_for(&args.sandbox)?.writable)
+        .collect();
 
     let mut worker_argv: Vec<OsString> = binary.argv.iter().map(OsString::from).collect();
     worker_argv.extend(["mcp".into(), "--worker".into()]);
@@ -191,7 +215,7 @@ pub fn launch(args: McpArgs) -> anyhow::Result<u8> {
         fingerprint.to_string().into(),
     ]);
     worker_argv.extend(args.policy.to_args());
-    worker_argv.extend(args.sandbox.to_args());
+    worker_argv.extend(args.sandbox.for_container(&real, &shown).to_args());
     if let Some(t) = args.sandbox.timeout() {
         worker_argv.extend(["--timeout".into(), t.to_string().into()]);
     }
@@ -199,11 +223,8 @@ pub fn launch(args: McpArgs) -> anyhow::Result<u8> {
     let mut run_argv = args.sandbox.to_args();
     // Workspaces beside the project: writable, with their protected files kept read-only,
     // as `--allow-write` gives them.
-    for w in args.policy.workspace_dirs()? {
-        let w = std::fs::canonicalize(&w).unwrap_or(w);
-        if !w.starts_with(&real) {
-            run_argv.extend(["--allow-write".into(), w.into()]);
-        }
+    for w in others {
+        run_argv.extend(["--allow-write".into(), w.into()]);
     }
     run_argv.extend(args.backend.to_args());
     run_argv.push("--".into());
