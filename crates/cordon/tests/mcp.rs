@@ -591,3 +591,43 @@ fn an_unprivileged_users_files_are_theirs_on_the_host() {
     }
     assert_eq!(p.containers_after_a_while(), Vec::<String>::new());
 }
+
+/// A missing engine, an unreachable one and a bad image name each stop `cordon mcp --backend`
+/// before it serves, with what to do on standard error and nothing on the MCP stream.
+#[test]
+fn engine_and_image_problems_are_said_before_serving() {
+    let said = |mut cmd: Command, says: &str| {
+        let out = cmd
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run cordon mcp");
+        assert!(!out.status.success(), "should fail: {says}");
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+        assert_eq!(stdout(&out), "", "nothing on the MCP stream");
+    };
+    let empty = tempfile::tempdir().expect("temp dir");
+    let mut missing = Command::new(cordon_bin());
+    missing
+        .args(["mcp", "--backend", "podman", "--image", "x"])
+        .current_dir(empty.path())
+        .env("PATH", empty.path())
+        .env("XDG_CONFIG_HOME", empty.path().join("config"))
+        .env_remove("CORDON_SANDBOX");
+    said(
+        missing,
+        "podman is not installed (not found on PATH): install Podman",
+    );
+
+    let Some(p) = Project::new(Eng::Docker) else {
+        return;
+    };
+    let mut unreachable = p.mcp(&[]);
+    unreachable.env("DOCKER_HOST", "unix:///nonexistent/cordon-test.sock");
+    said(unreachable, "cannot reach the docker engine: start it");
+    let mut bad = Command::new(cordon_bin());
+    bad.args(["mcp", "--backend", "docker", "--image", "Not/A-Valid:Name!"])
+        .current_dir(p.ws())
+        .env("XDG_CONFIG_HOME", p.config())
+        .env_remove("CORDON_SANDBOX");
+    said(bad, "check the image name");
+}
