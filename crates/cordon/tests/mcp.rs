@@ -339,8 +339,9 @@ fn pgrep(pattern: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The end of the client's input ends the container; so does SIGKILL of the host's cordon,
-/// through the watcher `cordon run --backend` starts.
+/// The end of the client's input ends the container; so do SIGTERM, SIGINT and SIGKILL of
+/// the host's cordon (the last through the watcher `cordon run --backend` starts), while the
+/// client still holds its end of the pipe.
 fn no_container_outlives_the_host_cordon(engine: Eng) {
     let Some(p) = Project::new(engine) else {
         return;
@@ -373,16 +374,23 @@ fn no_container_outlives_the_host_cordon(engine: Eng) {
     );
     assert_eq!(pgrep(&format!("sleep {marker}")), "");
 
-    let (mut child, stdin) = serving_a_long_command(&p, marker);
-    child.kill().expect("SIGKILL cordon");
-    let _ = child.wait();
-    assert_eq!(
-        p.containers_after_a_while(),
-        Vec::<String>::new(),
-        "after SIGKILL"
-    );
-    assert_eq!(pgrep(&format!("sleep {marker}")), "");
-    drop(stdin);
+    for signal in ["TERM", "INT", "KILL"] {
+        let (mut child, stdin) = serving_a_long_command(&p, marker);
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        let _ = child.wait();
+        assert_eq!(
+            p.containers_after_a_while(),
+            Vec::<String>::new(),
+            "after SIG{signal}"
+        );
+        assert_eq!(pgrep(&format!("sleep {marker}")), "", "after SIG{signal}");
+        drop(stdin);
+    }
 }
 
 #[test]
