@@ -4,7 +4,8 @@
 //! (an `elicitation/create` request up to protocol 2025-11-25, an input-required result in
 //! 2026-07-28), and a refusal when it cannot. `run_shell_command` runs in the sandbox through
 //! the executor, its output streamed as progress notifications and stopped by
-//! `notifications/cancelled`; the file tools run here, inside the workspace (files.rs).
+//! `notifications/cancelled`; the file tools run here, inside the workspace (files.rs). With
+//! `--backend docker|podman` the whole server runs in a container instead (worker.rs).
 
 mod files;
 mod worker;
