@@ -487,6 +487,18 @@ fn the_backend_flags_are_checked_and_the_dry_run_shows_the_worker() {
         "{worker}"
     );
     assert!(!line.contains(" -t "), "no terminal: {line}");
+
+    // The right fingerprint and the variable are not enough outside a container.
+    let fingerprint = worker
+        .split(" --policy-fingerprint ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_default();
+    refused(
+        &["--worker", "--policy-fingerprint", fingerprint],
+        &[("CORDON_SANDBOX", "cordon-elsewhere-1234")],
+        "but this is not the program of one of cordon's containers",
+    );
 }
 
 /// As an unprivileged user who may use Docker's socket, what the tools write in the

@@ -25,6 +25,31 @@ use cordon_sandbox::container::Mount;
 use super::McpArgs;
 use crate::cli::container::{SandboxVar, Worker, sandbox_var};
 
+/// Files Docker (`/.dockerenv`) and Podman (`/run/.containerenv`) put in every container.
+const CONTAINER_MARKS: &[&str] = &["/.dockerenv", "/run/.containerenv"];
+
+/// The names `--init`'s process has as PID 1: Docker's tini, Podman's catatonit.
+const ENGINE_INITS: &[&str] = &["docker-init", "podman-init", "catatonit", "tini"];
+
+/// Whether this process is what cordon's container launcher makes it: the program started by
+/// the engine's `--init` (PID 1 of the container's own PID namespace) in a container.
+fn started_by_an_engine() -> Result<(), String> {
+    if !CONTAINER_MARKS.iter().any(|m| Path::new(m).exists()) {
+        return Err(format!("neither {} exists", CONTAINER_MARKS.join(" nor ")));
+    }
+    if std::os::unix::process::parent_id() != 1 {
+        return Err("its parent is not the container's first process".into());
+    }
+    let init = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
+    if !ENGINE_INITS.contains(&init.trim()) {
+        return Err(format!(
+            "the first process is `{}`, not the engine's init",
+            init.trim()
+        ));
+    }
+    Ok(())
+}
+
 /// Where cordon's binary and its shared objects appear inside the container.
 pub const INSIDE: &str = "/.cordon";
 
@@ -261,6 +286,13 @@ pub fn inside(args: &McpArgs) -> anyhow::Result<Option<String>> {
     if args.policy.fingerprint() != expected {
         bail!(
             "the policy files seen inside the container {name} differ from those the launcher read (a policy directory or settings file missing, or changed since); cordon will not decide with another policy; start `cordon mcp --backend …` again"
+        );
+    }
+    // The worker runs commands without a sandbox of its own: only as the program of a
+    // container cordon started, not wherever someone set the variable.
+    if let Err(why) = started_by_an_engine() {
+        bail!(
+            "--worker: CORDON_SANDBOX names the container {name}, but this is not the program of one of cordon's containers ({why}); cordon runs commands without its sandbox only there; run `cordon mcp` without --worker"
         );
     }
     Ok(Some(name))
