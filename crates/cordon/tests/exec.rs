@@ -762,3 +762,85 @@ fn the_settings_place_commands_outside_the_sandbox_and_the_locks_keep_them_in() 
         }
     }
 }
+
+/// Killed outright (SIGKILL, no chance to cancel anything), `cordon exec` takes its runs with
+/// it: a sandbox must not go on with nobody to answer for it.
+#[test]
+fn a_killed_exec_leaves_no_run_behind() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &[]);
+    c.send(&run("s", "sleep 987654 & echo ready; wait"));
+    c.wait_output("s", "ready");
+    assert!(still_running("sleep 987654"));
+    c.child.kill().expect("SIGKILL cordon exec");
+    c.child.wait().expect("reap");
+    // The kernel delivers the parent-death signal as the process goes; allow it a moment.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while still_running("sleep 987654") && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !still_running("sleep 987654"),
+        "the run outlived cordon exec"
+    );
+}
+
+/// Settings edited while `cordon exec` runs are the ones its next request is decided and
+/// placed with; while they do not load, nothing is decided, and they are named.
+#[test]
+fn exec_follows_settings_edited_while_it_runs() {
+    let Some(sb) = Sandbox::new() else { return };
+    let config = sb.outside.join("config");
+    std::fs::create_dir_all(config.join("cordon")).expect("mkdir");
+    let file = config.join("cordon/cordon.toml");
+    let managed = sb.outside.join("managed.toml");
+    let env = [
+        ("XDG_CONFIG_HOME", config.as_path()),
+        ("CORDON_MANAGED_SETTINGS", managed.as_path()),
+    ];
+    let target = sb.outside.join("made-outside");
+    let touch = format!("touch {}", q(&target));
+    let mut c = Client::start_env(&sb, &[], &env);
+    c.send(&run("before", &touch));
+    assert_eq!(c.event("decision", "before")["sandboxed"], true);
+    c.event("exited", "before");
+    assert!(!target.exists());
+    std::fs::write(&file, "[sandbox]\nexcluded_commands = [\"touch\"]\n").expect("write");
+    c.send(&run("after", &touch));
+    assert_eq!(c.event("decision", "after")["sandboxed"], false);
+    c.event("exited", "after");
+    assert!(target.exists(), "the edited settings were not followed");
+    std::fs::write(&file, "[sandbox]\nexcluded_comands = [\"touch\"]\n").expect("write");
+    c.send(&run("broken", "true"));
+    let e = c.wait_for("error", |v| v["type"] == "error" && v["id"] == "broken");
+    let message = e["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no longer load") && message.contains("excluded_comands"),
+        "{e}"
+    );
+    std::fs::write(&file, "").expect("write");
+    c.send(&run("mended", "true"));
+    assert_eq!(c.event("exited", "mended")["exit_code"], 0);
+    c.finish();
+}
+
+/// Ended by SIGTERM (the agent going away), `cordon exec` cancels its runs and tells how each
+/// ended before it exits.
+#[test]
+fn a_terminated_exec_cancels_its_runs_and_says_so() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &[]);
+    c.send(&run("s", "sleep 987655 & echo ready; wait"));
+    c.wait_output("s", "ready");
+    let pid = c.child.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let e = c.event("exited", "s");
+    assert_eq!(e["cancelled"], true, "{e}");
+    let status = c.child.wait().expect("wait");
+    assert_eq!(status.code(), Some(128 + 15), "{status}");
+    assert!(!still_running("sleep 987655"));
+}

@@ -942,3 +942,66 @@ fn the_standalone_proxy_follows_settings_as_they_change() {
     let _ = proxy.wait();
     assert!(closed, "a broken settings file left the old rules in force");
 }
+
+/// A long run (an agent under `cordon run`) gets the allowed hosts of settings edited while it
+/// runs, without a restart; hosts dropped from them are refused from then on.
+#[test]
+fn a_runs_proxy_follows_settings_edited_during_the_run() {
+    let Some(sb) = sandbox() else { return };
+    let (port, _) = origin("hello from origin");
+    let home = sb.outside.join("home");
+    std::fs::create_dir_all(home.join(".config/cordon")).expect("mkdir");
+    let settings = home.join(".config/cordon/cordon.toml");
+    std::fs::write(
+        &settings,
+        "[network]\nallow_domains = [\"allowed.test\"]\nallow_private_ips = true\n",
+    )
+    .expect("write");
+    let script = format!(
+        "curl -sS http://allowed.test:{port}/; echo; touch ready; i=0; \
+         until curl -sS http://other.test:{port}/ 2>/dev/null | grep -q 'from origin'; do \
+           i=$((i+1)); [ $i -gt 1200 ] && echo gave-up && exit 1; sleep 0.05; done; \
+         echo other-reached; curl -sS http://allowed.test:{port}/"
+    );
+    let child = sb
+        .command()
+        .env("HOME", &home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("CORDON_MANAGED_SETTINGS", sb.outside.join("managed.toml"))
+        .args([
+            "--resolve=allowed.test=127.0.0.1",
+            "--resolve=other.test=127.0.0.1",
+        ])
+        .args(["-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start cordon run");
+    let ready = sb.ws.join("ready");
+    for _ in 0..1200 {
+        if ready.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ready.exists(), "the command never got going");
+    std::fs::write(
+        &settings,
+        "[network]\nallow_domains = [\"other.test\"]\nallow_private_ips = true\n",
+    )
+    .expect("write");
+    let o = child.wait_with_output().expect("wait");
+    let out = stdout(&o);
+    assert!(out.starts_with("hello from origin"), "{out}{}", stderr(&o));
+    assert!(out.contains("other-reached"), "{out}{}", stderr(&o));
+    assert!(
+        out.trim_end().ends_with("cordon blocked allowed.test")
+            || out.contains("cordon blocked allowed.test"),
+        "the old allow list still held: {out}"
+    );
+    assert!(
+        stderr(&o).contains("settings changed; new rules in force"),
+        "{}",
+        stderr(&o)
+    );
+}

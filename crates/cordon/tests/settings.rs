@@ -137,6 +137,52 @@ fn managed_locks_hold_against_the_command_line() {
     );
 }
 
+/// `only_managed_read_paths`: a hidden directory is opened again only where the managed file
+/// says, whatever the user's file or the command line add; and `sandbox_required` keeps a
+/// user from turning the sandbox's fallback refusal off.
+#[test]
+fn managed_read_paths_and_a_required_sandbox_hold_against_other_layers() {
+    let Some(sb) = Sandbox::new() else { return };
+    let l = Layers::new(&sb);
+    let vault = sb.outside.join("vault");
+    std::fs::create_dir_all(&vault).expect("mkdir");
+    std::fs::write(vault.join("public"), "public-part").expect("write");
+    std::fs::write(vault.join("key"), "private-key").expect("write");
+    l.managed(&format!(
+        "[filesystem]\ndeny_read = [{v:?}]\nallow_read = [{p:?}]\n[sandbox]\nfail_if_unavailable = true\n[lock]\nonly_managed_read_paths = true\nsandbox_required = true\n",
+        v = vault.display().to_string(),
+        p = vault.join("public").display().to_string()
+    ));
+    l.user(&format!(
+        "[filesystem]\nallow_read = [{k:?}]\n[sandbox]\nfail_if_unavailable = false\n",
+        k = vault.join("key").display().to_string()
+    ));
+    let script = format!(
+        "cat {}; echo; cat {}",
+        q(&vault.join("public")),
+        q(&vault.join("key"))
+    );
+    let key = vault.join("key").display().to_string();
+    let o = l.run(&sb, &["--allow-read", &key, "-c", &script]);
+    assert!(
+        stdout(&o).contains("public-part"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert!(
+        !stdout(&o).contains("private-key"),
+        "a user's allow_read got past the lock"
+    );
+    for left_out in [
+        "filesystem.allow_read from user",
+        "filesystem.allow_read from command line",
+        "sandbox.fail_if_unavailable from user",
+    ] {
+        assert!(stderr(&o).contains(left_out), "{left_out}: {}", stderr(&o));
+    }
+}
+
 #[test]
 fn config_show_says_where_each_value_came_from() {
     let Some(sb) = Sandbox::new() else { return };

@@ -49,8 +49,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(exit::OK);
     }
-    let mut decider = Ok(Decider::new(&args.policy)?);
-    let mut stamp = args.policy.fingerprint();
+    let mut live = LiveDecider::new(&args.policy, None)?;
     let mut input = std::io::stdin().lock();
     let mut out = std::io::stdout().lock();
     let mut line = Vec::new();
@@ -78,21 +77,11 @@ pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
             if text.is_empty() {
                 continue;
             }
-            // Policy files or settings edited since the last line: decide with the new ones,
-            // and with none at all while they do not load (never with the stale ones).
-            let now = args.policy.fingerprint();
-            if now != stamp {
-                stamp = now;
-                decider = Decider::new(&args.policy);
-                match &decider {
-                    Ok(_) => tracing::info!("policy or settings changed: reloaded"),
-                    Err(e) => tracing::warn!("policy or settings changed and do not load: {e:#}"),
-                }
-            }
-            match (parse_request(text, args.policy.options().mode), &decider) {
-                (Ok(_), Err(e)) => json!({
-                    "error": format!("line {n}: the policy or settings changed and no longer load; fix them: {e:#}")
-                }),
+            match (
+                parse_request(text, args.policy.options().mode),
+                live.current(),
+            ) {
+                (Ok(_), Err(e)) => json!({ "error": format!("line {n}: {e}") }),
                 (Ok((call, mode)), Ok(decider)) => {
                     let mut opts = args.policy.options();
                     opts.mode = mode;
@@ -189,6 +178,63 @@ pub(super) fn parse_call(
     call.annotations = req.annotations;
     call.subagent = req.subagent;
     Ok((call, mode))
+}
+
+/// A decider for a long-running cordon (`check --jsonl`, `exec`) that follows its files:
+/// policy or settings edited since the last request are decided with, and while they do not
+/// load nothing is decided at all (never with the stale ones).
+pub struct LiveDecider<'a> {
+    policy: &'a PolicyFlags,
+    /// For the deciders of runs (see [`Decider::for_runs`]).
+    sandbox: Option<&'a super::run::SandboxFlags>,
+    stamp: u64,
+    decider: anyhow::Result<Decider>,
+}
+
+impl<'a> LiveDecider<'a> {
+    /// The first decider must load: a broken file at start is the caller's error.
+    pub fn new(
+        policy: &'a PolicyFlags,
+        sandbox: Option<&'a super::run::SandboxFlags>,
+    ) -> anyhow::Result<Self> {
+        let mut live = LiveDecider {
+            policy,
+            sandbox,
+            stamp: 0,
+            decider: Err(anyhow::anyhow!("not loaded yet")),
+        };
+        live.stamp = live.fingerprint();
+        live.decider = Ok(live.load()?);
+        Ok(live)
+    }
+
+    fn load(&self) -> anyhow::Result<Decider> {
+        match self.sandbox {
+            Some(sandbox) => Decider::for_runs(self.policy, sandbox),
+            None => Decider::new(self.policy),
+        }
+    }
+
+    fn fingerprint(&self) -> u64 {
+        let given = self.sandbox.and_then(|s| s.settings_file());
+        self.policy.fingerprint() ^ crate::settings::fingerprint(given)
+    }
+
+    /// The decider for the next request, reloaded if a file changed since the last one.
+    pub fn current(&mut self) -> Result<&Decider, String> {
+        let now = self.fingerprint();
+        if now != self.stamp {
+            self.stamp = now;
+            self.decider = self.load();
+            match &self.decider {
+                Ok(_) => tracing::info!("policy or settings changed: reloaded"),
+                Err(e) => tracing::warn!("policy or settings changed and do not load: {e:#}"),
+            }
+        }
+        self.decider.as_ref().map_err(|e| {
+            format!("the policy or settings changed and no longer load; fix them: {e:#}")
+        })
+    }
 }
 
 /// The policy engine with what the settings add to its answers: what `check`, `exec`,

@@ -125,6 +125,8 @@ struct Shared {
     /// Threads that still have events to send (a run's, or a question's).
     busy: Mutex<usize>,
     idle: Condvar,
+    /// Whoever ends cordon (end of input, or a signal) waits for it to have written out.
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// Counts a thread as busy until dropped, after its last event.
@@ -148,6 +150,45 @@ impl Shared {
     fn send(&self, event: Value) {
         // The writer only goes when standard output is gone; nothing is left to tell then.
         let _ = self.events.send(event);
+    }
+
+    /// Once no run is left: waits for the threads still sending events, then for the writer
+    /// to have written them all; no longer than `patience`, if given (a client that stopped
+    /// reading must not keep a signalled cordon alive).
+    fn drain(&self, patience: Option<Duration>) {
+        let deadline = patience.map(|p| std::time::Instant::now() + p);
+        let late = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
+        // A run's thread sends `exited` after its slot has gone.
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        while *busy > 0 && !late() {
+            busy = match patience {
+                Some(p) => {
+                    self.idle
+                        .wait_timeout(busy, p)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                None => self.idle.wait(busy).unwrap_or_else(|e| e.into_inner()),
+            };
+        }
+        drop(busy);
+        // Other threads keep handles on the queue, so the writer is told to stop; with a
+        // deadline, without blocking on a full queue.
+        match patience {
+            None => self.send(Value::Null),
+            Some(_) => {
+                let _ = self.events.try_send(Value::Null);
+            }
+        }
+        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = writer {
+            while !w.is_finished() && !late() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if w.is_finished() {
+                let _ = w.join();
+            }
+        }
     }
 
     fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
@@ -177,7 +218,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     if !args.jsonl {
         anyhow::bail!("cordon exec speaks JSON lines only so far; pass --jsonl (docs/PROTOCOL.md)");
     }
-    let decider = super::check::Decider::for_runs(&args.policy, &args.sandbox)?;
+    let mut decider = super::check::LiveDecider::new(&args.policy, Some(&args.sandbox))?;
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
     let default_timeout = args.sandbox.timeout().map(Duration::from_secs_f64);
@@ -190,6 +231,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
         events,
         busy: Mutex::new(0),
         idle: Condvar::new(),
+        writer: Mutex::new(Some(writer)),
     });
 
     // Ended by a signal (the agent went away): every run is cancelled, so that no sandbox is
@@ -218,6 +260,9 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                         .wait(slots)
                         .unwrap_or_else(|e| e.into_inner());
                 }
+                drop(slots);
+                // Every run's `exited` is told before cordon goes.
+                shared.drain(Some(Duration::from_secs(2)));
                 std::process::exit(128 + signal);
             }
         });
@@ -253,7 +298,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
         if text.is_empty() {
             continue;
         }
-        if let Err((id, message)) = handle(&shared, &decider, &defaults, text) {
+        if let Err((id, message)) = handle(&shared, &mut decider, &defaults, text) {
             shared.send(error_event(id.as_deref(), n, &message));
         }
     }
@@ -272,15 +317,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
             .unwrap_or_else(|e| e.into_inner());
     }
     drop(slots);
-    // A run's thread sends `exited` after its slot has gone.
-    let mut busy = shared.busy.lock().unwrap_or_else(|e| e.into_inner());
-    while *busy > 0 {
-        busy = shared.idle.wait(busy).unwrap_or_else(|e| e.into_inner());
-    }
-    drop(busy);
-    // The signal thread keeps its own handle on the queue, so the writer is told to stop.
-    shared.send(Value::Null);
-    let _ = writer.join();
+    shared.drain(None);
     Ok(exit::OK)
 }
 
@@ -333,7 +370,7 @@ type Refusal = (Option<String>, String);
 /// One request line; an error names the id when the line had one.
 fn handle(
     shared: &Arc<Shared>,
-    decider: &super::check::Decider,
+    decider: &mut super::check::LiveDecider<'_>,
     defaults: &Defaults,
     text: &str,
 ) -> Result<(), Refusal> {
@@ -354,6 +391,7 @@ fn handle(
         _ => {}
     }
     if object.get("type") == Some(&json!("check")) {
+        let decider = decider.current().map_err(fail)?;
         let id = id.clone().unwrap_or_default();
         object.remove("type");
         object.remove("id");
@@ -380,6 +418,8 @@ fn handle(
             stream,
             unsandboxed,
         } => {
+            // Only deciding waits for files that load: a cancel must work while they do not.
+            let decider = decider.current().map_err(|e| (Some(id.clone()), e))?;
             let mode = match mode {
                 None => defaults.options.mode,
                 Some(m) => ApprovalMode::parse(&m).ok_or_else(|| {

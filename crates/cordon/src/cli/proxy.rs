@@ -41,6 +41,10 @@ pub struct NetFlags {
     /// input is one, else denies; `cordon proxy` denies].
     #[arg(long = "ask-domains", value_name = "WHO")]
     ask: Option<AskVia>,
+    /// A run's flags as given, before the settings were merged under them, with the flags that
+    /// say where its settings are: its proxy merges and follows the settings itself.
+    #[arg(skip)]
+    pub(super) as_given: Option<(Box<NetFlags>, Vec<std::ffi::OsString>)>,
 }
 
 impl NetFlags {
@@ -140,6 +144,15 @@ impl NetFlags {
 pub struct ProxyArgs {
     #[command(flatten)]
     net: NetFlags,
+    /// Also apply this settings file, as `cordon run --settings` does.
+    #[arg(long, value_name = "FILE")]
+    settings: Option<PathBuf>,
+    /// Also apply this profile, as `cordon run --profile` does.
+    #[arg(long, value_name = "NAME", value_parser = settings::parse_profile)]
+    profile: Option<String>,
+    /// Let this project's `.cordon/cordon.toml` widen what is allowed.
+    #[arg(long)]
+    trust_project: bool,
     /// Where to listen: `HOST:PORT` or `unix:PATH` (repeatable).
     #[arg(long, value_name = "ADDR")]
     listen: Vec<String>,
@@ -198,24 +211,29 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
     if args.listen.is_empty() && args.handoff_fd.is_none() {
         bail!("give at least one --listen HOST:PORT or --listen unix:PATH");
     }
-    // On its own, the proxy takes the network settings of cordon.toml under its flags, and
-    // follows them as they change; a run's proxy is handed its run's settled rules.
+    // The proxy takes the network settings of cordon.toml under its flags, and follows them
+    // as they change; a run's proxy is given the run's flags as typed and where its settings
+    // are, and adds the hosts answered "always" in earlier runs.
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let places = Places::from(&cwd);
+    let places = Places {
+        profile: args.profile.clone(),
+        given: args.settings.clone(),
+        ..Places::from(&cwd)
+    };
+    let remembered = args.parent.and_then(|_| super::ask::remembered_path());
+    let mut watched: Vec<PathBuf> = places.files().into_iter().map(PathBuf::from).collect();
+    watched.extend(remembered.clone());
     let given = args.net.clone();
-    let settled = {
-        let places = places.clone();
-        move || -> anyhow::Result<NetFlags> {
-            let mut net = given.clone();
-            net.settle(&settings::load(&places, given.layer(), false)?);
-            Ok(net)
+    let trust = args.trust_project;
+    let settled = move || -> anyhow::Result<NetFlags> {
+        let mut net = given.clone();
+        net.settle(&settings::load(&places, given.layer(), trust)?);
+        if let Some(path) = &remembered {
+            net.allow_domain.extend(super::ask::remembered(path)?);
         }
+        Ok(net)
     };
-    let net = if args.parent.is_none() {
-        settled()?
-    } else {
-        args.net.clone()
-    };
+    let net = settled()?;
     let mut config = net.config()?;
     // Check every address before serving any: a typo should stop it, not half-start it.
     let mut tcp = Vec::new();
@@ -326,11 +344,9 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<u8> {
                 tokio::net::UnixListener::from_std(h)?,
             ));
         }
-        if args.parent.is_none() {
-            tokio::spawn(follow_settings(proxy.clone(), places, move || {
-                settled()?.rules()
-            }));
-        }
+        tokio::spawn(follow_settings(proxy.clone(), watched, move || {
+            settled()?.rules()
+        }));
         let mut written = 0;
         while let Some(b) = rx.recv().await {
             if limited && written >= MAX_EVENTS {
@@ -356,13 +372,14 @@ pub fn say(line: &str) {
 #[cfg(target_os = "linux")]
 async fn follow_settings(
     proxy: Arc<Proxy>,
-    places: Places,
+    watched: Vec<PathBuf>,
     settled: impl Fn() -> anyhow::Result<Rules>,
 ) {
-    let mut stamp = settings::fingerprint(places.files());
+    let files = || settings::fingerprint(watched.iter().map(PathBuf::as_path));
+    let mut stamp = files();
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-        let now = settings::fingerprint(places.files());
+        let now = files();
         if now == stamp {
             continue;
         }
@@ -457,13 +474,15 @@ impl RunProxy {
                     })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let mut proxy_args = net.to_args();
-        // Hosts the user answered "always" for in earlier runs.
+        // Checked here, so that a broken file stops the run rather than its proxy.
         if let Some(path) = super::ask::remembered_path() {
-            for rule in super::ask::remembered(&path)? {
-                proxy_args.push(format!("--allow-domain={rule}"));
-            }
+            super::ask::remembered(&path)?;
         }
+        // The proxy merges the settings itself, to follow them through the run.
+        let (proxy_args, settings_args) = match &net.as_given {
+            Some((given, places)) => (given.to_args(), places.clone()),
+            None => (net.to_args(), Vec::new()),
+        };
         let dir = cordon_sandbox::private_dir(&std::env::temp_dir(), "cordon-proxy")
             .context("cannot make a directory for the proxy's socket")?;
         let socket = dir.join("handoff.sock");
@@ -474,6 +493,7 @@ impl RunProxy {
         let mut cmd = std::process::Command::new("/proc/self/exe");
         cmd.arg("proxy")
             .args(proxy_args)
+            .args(settings_args)
             .arg("--handoff-fd=3")
             .arg("--events-fd=4")
             .arg(format!("--parent={}", std::process::id()))

@@ -132,6 +132,26 @@ impl SandboxFlags {
         self.timeout
     }
 
+    /// The flags that say which settings apply, for a process that reads them itself.
+    fn settings_args(&self) -> Vec<OsString> {
+        let mut out: Vec<OsString> = Vec::new();
+        if let Some(p) = &self.profile {
+            out.extend(["--profile".into(), p.into()]);
+        }
+        if let Some(f) = &self.settings {
+            out.extend(["--settings".into(), f.into()]);
+        }
+        if self.trust_project {
+            out.push("--trust-project".into());
+        }
+        out
+    }
+
+    /// The file `--settings` names, if any.
+    pub fn settings_file(&self) -> Option<&Path> {
+        self.settings.as_deref()
+    }
+
     /// Whether the command sees the host's network.
     pub fn host_network(&self) -> bool {
         matches!(self.network, Network::Host)
@@ -183,17 +203,7 @@ impl SandboxFlags {
         if self.allow_local_binding {
             out.push("--allow-local-binding".into());
         }
-        if self.trust_project {
-            out.push("--trust-project".into());
-        }
-        if let Some(p) = &self.profile {
-            out.push("--profile".into());
-            out.push(p.into());
-        }
-        if let Some(f) = &self.settings {
-            out.push("--settings".into());
-            out.push(f.into());
-        }
+        out.extend(self.settings_args());
         out.extend(self.net.to_args().into_iter().map(OsString::from));
         out
     }
@@ -332,7 +342,9 @@ pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
     for why in &s.left_out {
         eprintln!("cordon: warning: settings left out: {why}");
     }
+    let given = Box::new(args.sandbox.net.clone());
     args.sandbox.net.settle(&s);
+    args.sandbox.net.as_given = Some((given, args.sandbox.settings_args()));
     args.backend.settle(
         value(s.backend.clone()),
         value(s.container_image.clone()),

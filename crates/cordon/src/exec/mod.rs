@@ -224,6 +224,7 @@ impl Runner {
         if let Some(cwd) = &opts.cwd {
             cmd.current_dir(cwd);
         }
+        sys::die_with_parent(&mut cmd);
         let mut master = None;
         match &opts.io {
             Io::Pipes(input) => {

@@ -1,6 +1,7 @@
 //! The few system calls the executor makes that std does not offer: a pseudo-terminal, its
-//! window size, handing it to a child as controlling terminal, signals to a process group, and
-//! waiting for a child without reaping it. Every `unsafe` block of the `cordon` crate is here.
+//! window size, handing it to a child as controlling terminal, ending a child with its parent,
+//! signals to a process group, and waiting for a child without reaping it. Every `unsafe`
+//! block of the `cordon` crate is here.
 
 use std::fs::File;
 use std::io;
@@ -67,6 +68,31 @@ pub fn controlling_terminal(cmd: &mut Command) {
         cmd.pre_exec(|| {
             check(libc::setsid())?;
             check(libc::ioctl(0, libc::TIOCSCTTY as _, 0))?;
+            Ok(())
+        });
+    }
+}
+
+/// Kills the child `cmd` starts (SIGKILL) when the thread that started it ends, with this
+/// whole process if it is killed: a run must not outlive the cordon that answers for it. The
+/// starting thread waits for the run, so it lives as long as the run should.
+pub fn die_with_parent(cmd: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the child between fork and exec and calls only prctl and
+    // getppid, which are async-signal-safe, allocating nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            check(libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ))?;
+            // The parent may have gone before the line above.
+            if libc::getppid() != parent {
+                return Err(io::Error::other("cordon ended before the run started"));
+            }
             Ok(())
         });
     }
