@@ -275,11 +275,6 @@ impl RunArgs {
 }
 
 impl SandboxFlags {
-    /// `--settings FILE`, as given.
-    pub fn settings_file(&self) -> Option<&Path> {
-        self.settings.as_deref()
-    }
-
     /// These flags for a `cordon mcp` worker in a container that shows the host only at
     /// `shown` (absolute): path flags elsewhere name what the container does not have at all,
     /// so they are left out rather than fail to resolve there; Unix sockets are not passed in.
