@@ -124,22 +124,15 @@ pub fn is_wild(s: &OsStr) -> bool {
     s.as_bytes().iter().any(|b| matches!(b, b'*' | b'?' | b'['))
 }
 
-fn expand(
-    path: &Path,
-    anchor: &Path,
-    rest: &Path,
-    home: Option<&Path>,
-    flag: Flag,
-    caps: Caps,
-) -> anyhow::Result<Resolved> {
-    let shown = format!("{} {}", flag.name(), path.display());
+/// A pattern's literal leading directory (from `anchor`), and the rest as parts to match.
+fn split(anchor: &Path, rest: &Path, shown: &str) -> anyhow::Result<(PathBuf, Pattern)> {
     // The components before the first wildcard are walked to directly, never searched.
     let mut base = anchor.to_path_buf();
     let mut parts = Vec::new();
     for component in rest.components() {
         match component {
             Component::Normal(name) if !parts.is_empty() || is_wild(name) => {
-                parts.push(Part::parse(name, &shown)?);
+                parts.push(Part::parse(name, shown)?);
             }
             Component::ParentDir if !parts.is_empty() => {
                 bail!("{shown}: `..` cannot follow a wildcard; move it before the first wildcard")
@@ -149,7 +142,77 @@ fn expand(
             other => base.push(other),
         }
     }
-    let pattern = Pattern { parts };
+    Ok((base, Pattern { parts }))
+}
+
+/// A pattern asked, at the moment of asking, whether a path is one of its matches or inside
+/// one, rather than expanded once: what is created after the start is covered too (for
+/// `cordon mcp`'s file tools, which live longer than a run).
+#[derive(Debug, Clone)]
+pub struct LivePattern {
+    shown: String,
+    base: PathBuf,
+    pattern: Pattern,
+}
+
+impl LivePattern {
+    /// `None` for a path without wildcards.
+    pub fn new(path: &Path, cwd: &Path, flag: Flag) -> anyhow::Result<Option<LivePattern>> {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let shown = format!("{} {}", flag.name(), path.display());
+        let (anchor, rest) = match (path.strip_prefix("~"), &home) {
+            (Ok(rest), Some(home)) => (home.as_path(), rest),
+            (Ok(_), None) => bail!("{shown}: ~ needs HOME to be set"),
+            (Err(_), _) => (cwd, path),
+        };
+        if !is_wild(rest.as_os_str()) {
+            return Ok(None);
+        }
+        let (base, pattern) = split(anchor, rest, &shown)?;
+        // Matched against resolved paths; a base that does not exist yet is kept as written.
+        let base = std::fs::canonicalize(&base).unwrap_or(base);
+        Ok(Some(LivePattern {
+            shown: path.display().to_string(),
+            base,
+            pattern,
+        }))
+    }
+
+    /// The pattern as it was given.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// Whether `real` (a resolved path) matches, or lies inside something that matches.
+    pub fn covers(&self, real: &Path) -> bool {
+        let Ok(rest) = real.strip_prefix(&self.base) else {
+            return false;
+        };
+        let done = self.pattern.done();
+        let mut states = self.pattern.start();
+        for component in rest.components() {
+            if states.contains(&done) {
+                return true;
+            }
+            if states.is_empty() {
+                return false;
+            }
+            states = self.pattern.step(&states, component.as_os_str());
+        }
+        states.contains(&done)
+    }
+}
+
+fn expand(
+    path: &Path,
+    anchor: &Path,
+    rest: &Path,
+    home: Option<&Path>,
+    flag: Flag,
+    caps: Caps,
+) -> anyhow::Result<Resolved> {
+    let shown = format!("{} {}", flag.name(), path.display());
+    let (base, pattern) = split(anchor, rest, &shown)?;
     let mut out = Resolved::default();
     let base = match std::fs::canonicalize(&base) {
         Ok(b) => b,
@@ -246,7 +309,7 @@ fn nothing_matched(shown: &str, flag: Flag) -> String {
 }
 
 /// One path component of a pattern.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Part {
     /// `**`: any number of components, none included.
     Recursive,
@@ -322,7 +385,7 @@ fn literal_braces(glob: &str) -> String {
 /// The pattern after its literal base, matched one component at a time. A state is the index
 /// of the next part to match; `parts.len()` means the whole pattern matched. Several states
 /// are live at once only through `**`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Pattern {
     parts: Vec<Part>,
 }
@@ -564,6 +627,49 @@ mod tests {
 
     fn err(r: anyhow::Result<Resolved>) -> String {
         format!("{:#}", r.expect_err("an error"))
+    }
+
+    /// Asked about each path, a live pattern agrees with the expansion (a match, or inside
+    /// one), and also covers what is made after it was read.
+    #[test]
+    fn a_live_pattern_covers_what_expansion_finds_and_what_comes_later() {
+        let t = Tree::new(&[
+            "a/x.pem",
+            "a/b/y.pem",
+            "a/b/z.txt",
+            "c/x.pem",
+            "keys/k",
+            "other",
+        ]);
+        for pattern in ["a/**/*.pem", "*/x.pem", "k*", "a/*", "**/b"] {
+            let live = LivePattern::new(Path::new(pattern), &t.root, Flag::DenyRead)
+                .expect("reads")
+                .expect("has wildcards");
+            let found = t.resolve(pattern, Flag::DenyRead).expect("expands").paths;
+            for p in [
+                "a/x.pem",
+                "a/b/y.pem",
+                "a/b/z.txt",
+                "c/x.pem",
+                "keys/k",
+                "other",
+                "a",
+            ] {
+                let real = t.root.join(p);
+                let expected = found.iter().any(|f| real.starts_with(f));
+                assert_eq!(live.covers(&real), expected, "{pattern} on {p}");
+            }
+        }
+        let live = LivePattern::new(Path::new("a/**/*.pem"), &t.root, Flag::DenyRead)
+            .expect("reads")
+            .expect("has wildcards");
+        assert!(live.covers(&t.root.join("a/new/deeper/made-later.pem")));
+        assert!(!live.covers(&t.root.join("a/new/made-later.txt")));
+        assert!(
+            LivePattern::new(Path::new("a/x.pem"), &t.root, Flag::DenyRead)
+                .expect("reads")
+                .is_none()
+        );
     }
 
     #[test]

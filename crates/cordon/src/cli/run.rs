@@ -12,7 +12,7 @@ use cordon_sandbox::{
     filter_environment, linked_worktree_writable,
 };
 
-use super::paths::{Flag, resolve_all};
+use super::paths::{Flag, LivePattern, resolve_all};
 use super::proxy::RunProxy;
 use crate::settings::{self, Layer, LayerValues, Places, Sourced, all, some, value};
 
@@ -405,6 +405,16 @@ pub struct Plan {
     pub hidden: Vec<PathBuf>,
     pub reopened: Vec<PathBuf>,
     pub unix_sockets: Vec<PathBuf>,
+    /// The patterns among the deny and allow paths, for asking about paths made later.
+    pub live: LivePatterns,
+}
+
+/// The `--deny-read`, `--allow-read` and `--deny-write` patterns, unexpanded.
+#[derive(Debug, Clone, Default)]
+pub struct LivePatterns {
+    pub hidden: Vec<LivePattern>,
+    pub reopened: Vec<LivePattern>,
+    pub read_only: Vec<LivePattern>,
 }
 
 pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
@@ -451,6 +461,18 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     let hidden = resolve_all(&args.sandbox.deny_read, &cwd, Flag::DenyRead)?;
     let reopened = resolve_all(&args.sandbox.allow_read, &cwd, Flag::AllowRead)?;
     let unix_sockets = resolve_all(&args.sandbox.allow_unix_socket, &cwd, Flag::AllowUnixSocket)?;
+    let live = |list: &[PathBuf], flag| -> anyhow::Result<Vec<LivePattern>> {
+        let mut out = Vec::new();
+        for p in list {
+            out.extend(LivePattern::new(p, &cwd, flag)?);
+        }
+        Ok(out)
+    };
+    let live = LivePatterns {
+        hidden: live(&args.sandbox.deny_read, Flag::DenyRead)?,
+        reopened: live(&args.sandbox.allow_read, Flag::AllowRead)?,
+        read_only: live(&args.sandbox.deny_write, Flag::DenyWrite)?,
+    };
     Ok(Plan {
         argv,
         timeout,
@@ -461,6 +483,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         hidden,
         reopened,
         unix_sockets,
+        live,
     })
 }
 
@@ -505,6 +528,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         hidden,
         reopened,
         unix_sockets,
+        live: _,
     } = plan(&args)?;
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));

@@ -12,6 +12,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use cordon_policy::Environment;
+
+use crate::cli::paths::LivePattern;
+use crate::cli::run::LivePatterns;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -110,7 +113,9 @@ pub struct SearchFileContent {
 }
 
 /// What the sandbox would keep from a command here (its plan), which the file tools keep to as
-/// well. Patterns in the settings are expanded once, when the server starts.
+/// well. The paths are as they were when the server started; the patterns among them are also
+/// asked on every call, so that what is made later (a new `.env`) is covered as a run would
+/// cover it.
 #[derive(Debug, Clone, Default)]
 pub struct Walls {
     /// Not to be read (`deny_read`)…
@@ -120,6 +125,7 @@ pub struct Walls {
     /// Not to be written: `deny_write`, start-up files, git's config and hooks, editor and
     /// agent settings, cordon's own settings.
     pub read_only: Vec<PathBuf>,
+    pub live: LivePatterns,
 }
 
 impl Walls {
@@ -134,35 +140,37 @@ impl Walls {
         self
     }
 
-    fn unreadable(&self, real: &Path) -> Option<&Path> {
-        if self.reopened.iter().any(|r| real.starts_with(r)) {
-            return None;
-        }
-        self.hidden
+    /// What in `paths` or `patterns` holds `real`, if anything, as the person wrote it.
+    fn holder(real: &Path, paths: &[PathBuf], patterns: &[LivePattern]) -> Option<String> {
+        paths
             .iter()
-            .find(|h| real.starts_with(h))
-            .map(PathBuf::as_path)
+            .find(|p| real.starts_with(p))
+            .map(|p| p.display().to_string())
+            .or_else(|| {
+                patterns
+                    .iter()
+                    .find(|p| p.covers(real))
+                    .map(|p| format!("`{}`", p.shown()))
+            })
     }
 
-    fn unwritable(&self, real: &Path) -> Option<&Path> {
-        self.read_only
-            .iter()
-            .find(|r| real.starts_with(r))
-            .map(PathBuf::as_path)
+    fn unreadable(&self, real: &Path) -> Option<String> {
+        if Self::holder(real, &self.reopened, &self.live.reopened).is_some() {
+            return None;
+        }
+        Self::holder(real, &self.hidden, &self.live.hidden)
     }
 
     /// Why `real` is out of bounds for reading (or, with `write`, writing), if it is.
     fn refusal(&self, real: &Path, shown: &str, write: bool) -> Option<String> {
         if let Some(h) = self.unreadable(real) {
             return Some(format!(
-                "`{shown}` is in {}, which the sandbox keeps from being read; refused",
-                h.display()
+                "`{shown}` is in {h}, which the sandbox keeps from being read; refused"
             ));
         }
-        match self.unwritable(real) {
+        match Self::holder(real, &self.read_only, &self.live.read_only) {
             Some(r) if write => Some(format!(
-                "`{shown}` is in {}, which the sandbox keeps read-only; refused",
-                r.display()
+                "`{shown}` is in {r}, which the sandbox keeps read-only; refused"
             )),
             _ => None,
         }
@@ -725,6 +733,7 @@ pub fn search_file_content(ws: &Workspace, a: &SearchFileContent) -> Result<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::paths::Flag;
 
     fn ws(dir: &Path) -> Workspace {
         Workspace::new(
@@ -807,6 +816,62 @@ mod tests {
         Ok(())
     }
 
+    /// A `deny_read` pattern covers a file made after the server started, as the next run's
+    /// sandbox would; a name that only looks alike stays readable.
+    #[test]
+    fn patterns_cover_files_made_after_the_start() -> Result<(), String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let d = dir.path();
+        let pattern = |p: &str, flag| {
+            LivePattern::new(Path::new(p), d, flag)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("{p} has no wildcard"))
+        };
+        let ws = Workspace::new(
+            &Environment {
+                cwd: d.to_path_buf(),
+                workspaces: vec![],
+            },
+            Walls {
+                live: LivePatterns {
+                    hidden: vec![pattern("**/.env", Flag::DenyRead)?],
+                    reopened: vec![],
+                    read_only: vec![pattern("*.lock", Flag::DenyWrite)?],
+                },
+                ..Walls::default()
+            },
+        );
+        std::fs::create_dir_all(d.join("app")).map_err(|e| e.to_string())?;
+        std::fs::write(d.join("app/.env"), "TOKEN=1").map_err(|e| e.to_string())?;
+        std::fs::write(d.join("app/.env.example"), "TOKEN=").map_err(|e| e.to_string())?;
+        let read = |p: &str| {
+            read_file(
+                &ws,
+                &ReadFile {
+                    file_path: p.into(),
+                    offset: None,
+                    limit: None,
+                },
+            )
+        };
+        let denied = read("app/.env");
+        assert!(
+            denied.as_ref().is_err_and(|e| e.contains("`**/.env`")),
+            "{denied:?}"
+        );
+        assert_eq!(read("app/.env.example")?, "TOKEN=\n");
+        let wrote = write_file(
+            &ws,
+            &WriteFile {
+                file_path: "Cargo.lock".into(),
+                content: "x".into(),
+            },
+        );
+        assert!(wrote.is_err_and(|e| e.contains("read-only")));
+        assert!(!d.join("Cargo.lock").exists());
+        Ok(())
+    }
+
     #[test]
     fn the_sandbox_walls_hold_for_the_file_tools() -> Result<(), String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -825,6 +890,7 @@ mod tests {
                 hidden: vec![d.join("secrets")],
                 reopened: vec![d.join("secrets/open")],
                 read_only: vec![d.join("locked")],
+                live: Default::default(),
             },
         );
         let read = |p: &str| {

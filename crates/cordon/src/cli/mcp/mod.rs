@@ -233,6 +233,7 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
         hidden: plan.hidden,
         reopened: plan.reopened,
         read_only: plan.read_only,
+        live: plan.live,
     };
     let workspace = Workspace::new(decider.engine.environment(), walls);
     // Each command's `cordon run` reads the backend (and CORDON_SANDBOX) as this server did.
