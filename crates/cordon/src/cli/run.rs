@@ -872,6 +872,53 @@ mod sandbox_flags_tests {
         Wrapper::try_parse_from(argv).expect("parses").sandbox
     }
 
+    /// A `cordon mcp` worker gets the path flags for what its container shows, and no others:
+    /// elsewhere there is nothing inside to resolve them against.
+    #[test]
+    fn a_container_worker_keeps_the_path_flags_for_what_it_shows() {
+        let given: Vec<std::ffi::OsString> = [
+            "--deny-read",
+            "secret",
+            "--deny-read",
+            "/elsewhere/keys",
+            "--deny-write",
+            "/ws/.env",
+            "--deny-write",
+            "/other/x",
+            "--allow-read",
+            "/extra/pub",
+            "--allow-unix-socket",
+            "/run/some.sock",
+            "--allow-write",
+            "/extra",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        let flags = parse(&given);
+        let shown = [
+            std::path::PathBuf::from("/ws"),
+            std::path::PathBuf::from("/extra"),
+        ];
+        let kept = flags
+            .for_container(std::path::Path::new("/ws"), &shown)
+            .to_args();
+        let expected: Vec<std::ffi::OsString> = [
+            "--allow-write",
+            "/extra",
+            "--deny-write",
+            "/ws/.env",
+            "--deny-read",
+            "secret",
+            "--allow-read",
+            "/extra/pub",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        assert_eq!(kept, expected);
+    }
+
     /// `exec` and `shell` hand their flags to each `cordon run`: every one must arrive as given.
     #[test]
     fn every_flag_survives_the_trip_to_a_child_cordon_run() {
