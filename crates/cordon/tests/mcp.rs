@@ -235,6 +235,12 @@ fn a_real_mcp_client_drives_the_server_in_a_container(engine: Eng) {
         return;
     };
     std::fs::write(p.outside().join("secret"), "not for the agent").expect("write");
+    // A command the user's settings place outside the sandbox: it must still stay inside.
+    std::fs::write(
+        p.config().join("cordon/cordon.toml"),
+        "[sandbox]\nexcluded_commands = [\"hostname\"]\n",
+    )
+    .expect("write the user's settings");
     // Each command's limit, from the project's settings: it must not end the session.
     std::fs::create_dir(p.ws().join(".cordon")).expect("mkdir");
     std::fs::write(

@@ -15,6 +15,7 @@ Prints one line per check; any failure raises, so the exit status is not 0.
 """
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -326,6 +327,17 @@ async def in_a_container() -> None:
             not r.is_error and f"in={running_now[0]}\n" in t and "image-root" in t and f"{WS}\n" in t,
             "run_shell_command runs inside the container, in the workspace",
             r,
+        )
+
+        # The user's settings exclude `hostname` from cordon's sandbox (tests/mcp.rs): it runs
+        # in the container all the same, which has a hostname of its own.
+        r = await call(c, "run_shell_command", {"command": "hostname"})
+        expect(
+            not r.is_error
+            and "the settings place it outside cordon's sandbox" in text(r)
+            and text(r).split("\n")[0] != socket.gethostname(),
+            "a command excluded from the sandbox still runs in the container",
+            (r, socket.gethostname()),
         )
 
         # The project's settings give each command 3 seconds (tests/mcp.rs); the session,
