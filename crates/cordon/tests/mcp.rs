@@ -8,9 +8,11 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
+use common::engines::{Eng, IMAGE, skip};
 use common::{Sandbox, cordon_bin, stderr, stdout};
 
 fn python() -> Option<PathBuf> {
@@ -124,4 +126,534 @@ fn the_end_of_input_stops_what_runs_and_cordon_exits() {
     };
     assert!(status.success(), "{status}");
     assert_eq!(pgrep(), "", "processes survived the end of input");
+}
+
+/// A workspace for the container tests with a name of its own, so that each test's containers
+/// can be told apart (cordon names them `cordon-<directory>-<random>`), and beside it a
+/// directory outside the workspace and the user's config directory.
+struct Project {
+    ws: tempfile::TempDir,
+    around: tempfile::TempDir,
+    engine: Eng,
+}
+
+impl Project {
+    fn new(engine: Eng) -> Option<Self> {
+        if let Err(why) = engine.ready() {
+            skip(why);
+            return None;
+        }
+        let ws = tempfile::Builder::new()
+            .prefix("cordonmcp")
+            .tempdir()
+            .expect("temp dir");
+        let around = tempfile::tempdir().expect("temp dir");
+        for d in ["outside", "config/cordon/policies", "extension"] {
+            std::fs::create_dir_all(around.path().join(d)).expect("mkdir");
+        }
+        // A rule of the user's, which the server inside must see to keep.
+        std::fs::write(
+            around.path().join("config/cordon/policies/deny.toml"),
+            "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"touch denied-by-policy\"\ndecision = \"deny\"\npriority = 100\ndenyMessage = \"not in a container either\"\n",
+        )
+        .expect("write the policy");
+        // And one of an extension's, given by a flag, outside every directory the container
+        // shows anyway: only the worker's own mounts bring it in.
+        std::fs::write(
+            around.path().join("extension/deny.toml"),
+            "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"touch denied-by-extension\"\ndecision = \"deny\"\npriority = 100\n",
+        )
+        .expect("write the policy");
+        Some(Project { ws, around, engine })
+    }
+
+    fn ws(&self) -> &Path {
+        self.ws.path()
+    }
+
+    fn outside(&self) -> PathBuf {
+        self.around.path().join("outside")
+    }
+
+    fn config(&self) -> PathBuf {
+        self.around.path().join("config")
+    }
+
+    /// `cordon mcp --backend ENGINE --image IMAGE …` in the workspace, with the project's
+    /// user settings.
+    fn mcp(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(cordon_bin());
+        cmd.args(["mcp", "--backend", self.engine.name(), "--image", IMAGE])
+            .args(args)
+            .current_dir(self.ws())
+            .env("XDG_CONFIG_HOME", self.config())
+            .env_remove("CORDON_SANDBOX")
+            .env_remove("CORDON_DEBUG");
+        if let Some(conf) = self.engine.conf() {
+            cmd.env("CONTAINERS_CONF", conf);
+        }
+        cmd
+    }
+
+    /// This workspace's containers, running or not.
+    fn containers(&self) -> Vec<String> {
+        let base = self
+            .ws()
+            .file_name()
+            .map(|n| n.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        let out = self.engine.run(&[
+            "ps",
+            "-a",
+            "--format",
+            "{{.Names}}",
+            "--filter",
+            &format!("name=cordon-{base}-"),
+        ]);
+        stdout(&out).lines().map(str::to_string).collect()
+    }
+
+    /// Polls until this workspace has no container left, or 30 seconds have passed.
+    fn containers_after_a_while(&self) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = self.containers();
+            if left.is_empty() || Instant::now() > deadline {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// The official client drives `cordon mcp --backend ENGINE` (tests/mcp/drive.py, its
+/// `in_a_container` part): the tools act in the container, on the host's workspace, under
+/// the host's policy, and no container is left when the client goes.
+fn a_real_mcp_client_drives_the_server_in_a_container(engine: Eng) {
+    let Some(python) = python() else { return };
+    let Some(p) = Project::new(engine) else {
+        return;
+    };
+    std::fs::write(p.outside().join("secret"), "not for the agent").expect("write");
+    // A command the user's settings place outside the sandbox: it must still stay inside.
+    std::fs::write(
+        p.config().join("cordon/cordon.toml"),
+        "[sandbox]\nexcluded_commands = [\"hostname\"]\n",
+    )
+    .expect("write the user's settings");
+    // Each command's limit, from the project's settings: it must not end the session.
+    std::fs::create_dir(p.ws().join(".cordon")).expect("mkdir");
+    std::fs::write(
+        p.ws().join(".cordon/cordon.toml"),
+        "[limits]\ntimeout = 3\n",
+    )
+    .expect("write the settings");
+    let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/drive.py");
+    let mut cmd = Command::new(&python);
+    cmd.arg(&driver)
+        .arg(cordon_bin())
+        .arg(p.ws())
+        .arg(p.outside())
+        .arg(if engine == Eng::Docker {
+            "987641"
+        } else {
+            "987642"
+        })
+        .args([engine.name(), IMAGE])
+        .arg(p.around.path().join("extension"))
+        .current_dir(p.ws())
+        .env("XDG_CONFIG_HOME", p.config())
+        .env_remove("CORDON_SANDBOX");
+    if let Some(conf) = engine.conf() {
+        cmd.env("CONTAINERS_CONF", conf);
+    }
+    let out = cmd.output().expect("start the MCP client driver");
+    println!("{}", stdout(&out));
+    assert!(
+        out.status.success(),
+        "the MCP client's exchange with cordon mcp --backend {} failed ({}):\n{}\n{}",
+        engine.name(),
+        out.status,
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("all checks passed"));
+    assert_eq!(p.containers(), Vec::<String>::new());
+}
+
+#[test]
+fn a_real_mcp_client_drives_the_server_in_docker() {
+    a_real_mcp_client_drives_the_server_in_a_container(Eng::Docker);
+}
+
+#[test]
+fn a_real_mcp_client_drives_the_server_in_podman() {
+    a_real_mcp_client_drives_the_server_in_a_container(Eng::Podman);
+}
+
+/// Starts `cordon mcp --backend ENGINE`, initializes, and starts a long command, whose
+/// progress says it runs; returns the server and its input.
+fn serving_a_long_command(
+    p: &Project,
+    marker: &str,
+) -> (std::process::Child, std::process::ChildStdin) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let mut child = p
+        .mcp(&["--mode", "yolo"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start cordon mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut send = |m: serde_json::Value| {
+        writeln!(stdin, "{m}").expect("write to cordon mcp");
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("initialize answered");
+    assert!(line.contains("\"serverInfo\""), "{line}");
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "run_shell_command",
+        "arguments": {"command": format!("echo ready; sleep {marker}")},
+        "_meta": {"progressToken": "p"}}}),
+    );
+    line.clear();
+    stdout.read_line(&mut line).expect("progress");
+    assert!(
+        line.contains("notifications/progress") && line.contains("ready"),
+        "{line}"
+    );
+    // Whatever else the server says is read, so that it never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    (child, stdin)
+}
+
+fn pgrep(pattern: &str) -> String {
+    let out = Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The end of the client's input ends the container; so do SIGTERM, SIGINT and SIGKILL of
+/// the host's cordon (the last through the watcher `cordon run --backend` starts), while the
+/// client still holds its end of the pipe.
+fn no_container_outlives_the_host_cordon(engine: Eng) {
+    let Some(p) = Project::new(engine) else {
+        return;
+    };
+    let marker = if engine == Eng::Docker {
+        "987631"
+    } else {
+        "987632"
+    };
+    let (mut child, stdin) = serving_a_long_command(&p, marker);
+    assert_eq!(p.containers().len(), 1, "one container serves the session");
+    assert!(!pgrep(&format!("sleep {marker}")).is_empty());
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cordon mcp --backend did not exit after its input ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        p.containers_after_a_while(),
+        Vec::<String>::new(),
+        "after the end of input"
+    );
+    assert_eq!(pgrep(&format!("sleep {marker}")), "");
+
+    for signal in ["TERM", "INT", "KILL"] {
+        let (mut child, stdin) = serving_a_long_command(&p, marker);
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        let _ = child.wait();
+        assert_eq!(
+            p.containers_after_a_while(),
+            Vec::<String>::new(),
+            "after SIG{signal}"
+        );
+        assert_eq!(pgrep(&format!("sleep {marker}")), "", "after SIG{signal}");
+        drop(stdin);
+    }
+}
+
+#[test]
+fn no_container_outlives_the_host_cordon_in_docker() {
+    no_container_outlives_the_host_cordon(Eng::Docker);
+}
+
+#[test]
+fn no_container_outlives_the_host_cordon_in_podman() {
+    no_container_outlives_the_host_cordon(Eng::Podman);
+}
+
+/// What `--backend` cannot do for `cordon mcp` is refused before anything starts, saying why;
+/// `--dry-run` shows the engine's command: cordon's own binary and shared objects mounted
+/// read-only, started by its loader as the worker, with the policy's flags.
+#[test]
+fn the_backend_flags_are_checked_and_the_dry_run_shows_the_worker() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join("secret")).expect("mkdir");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        Command::new(cordon_bin())
+            .arg("mcp")
+            .args(args)
+            .current_dir(dir.path())
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env_remove("CORDON_SANDBOX")
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run cordon mcp")
+    };
+    let refused = |args: &[&str], env: &[(&str, &str)], says: &str| {
+        let out = run(args, env);
+        assert!(!out.status.success(), "{args:?} should be refused");
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "", "nothing on the MCP stream");
+    };
+    refused(
+        &["--backend", "seatbelt"],
+        &[],
+        "Seatbelt exists only on macOS",
+    );
+    refused(
+        &["--image", "x"],
+        &[],
+        "are for the container backends; add --backend docker",
+    );
+    refused(
+        &["--backend", "docker", "--image", "x"],
+        &[("CORDON_SANDBOX", "cordon-elsewhere-1234")],
+        "already inside the container cordon-elsewhere-1234",
+    );
+    refused(
+        &["--worker"],
+        &[],
+        "--worker is for the server cordon starts",
+    );
+    refused(
+        &["--worker", "--policy-fingerprint", "1"],
+        &[("CORDON_SANDBOX", "cordon-elsewhere-1234")],
+        "the policy files seen inside the container cordon-elsewhere-1234 differ",
+    );
+    refused(&["--dry-run"], &[], "--dry-run shows the engine's command");
+
+    let out = run(
+        &[
+            "--backend",
+            "docker",
+            "--image",
+            "some-image:1",
+            "--dry-run",
+            "--mode",
+            "plan",
+            "--deny-read",
+            "secret",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = stdout(&out);
+    let exe = std::fs::canonicalize(cordon_bin()).expect("cordon's path");
+    assert!(
+        line.contains(&format!("-v {}:/.cordon/cordon:ro", exe.display())),
+        "{line}"
+    );
+    assert!(line.contains(" some-image:1 "), "{line}");
+    let worker = line.split(" some-image:1 ").nth(1).unwrap_or_default();
+    let starts = worker.starts_with("/.cordon/cordon mcp --worker ")
+        || (worker.starts_with("/.cordon/lib/ld-")
+            && worker.contains(" --library-path /.cordon/lib /.cordon/cordon mcp --worker "));
+    assert!(starts, "{worker}");
+    assert!(
+        worker.contains(" --mode plan") && worker.contains(" --deny-read secret"),
+        "{worker}"
+    );
+    assert!(!line.contains(" -t "), "no terminal: {line}");
+
+    // The right fingerprint and the variable are not enough outside a container.
+    let fingerprint = worker
+        .split(" --policy-fingerprint ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_default();
+    refused(
+        &["--worker", "--policy-fingerprint", fingerprint],
+        &[("CORDON_SANDBOX", "cordon-elsewhere-1234")],
+        "but this is not the program of one of cordon's containers",
+    );
+}
+
+/// As an unprivileged user who may use Docker's socket, what the tools write in the
+/// container lands in the host's workspace owned by that user, file tools and commands alike.
+#[test]
+fn an_unprivileged_users_files_are_theirs_on_the_host() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::process::Stdio;
+
+    let Some(p) = Project::new(Eng::Docker) else {
+        return;
+    };
+    let Ok(socket) = std::fs::metadata("/var/run/docker.sock") else {
+        return skip("no /var/run/docker.sock to hand an unprivileged user");
+    };
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| stdout(&o).trim() == "0");
+    if Command::new("setpriv").arg("--version").output().is_err() || !root {
+        return skip("the unprivileged-user test needs root and setpriv (util-linux)");
+    }
+    let (uid, gid) = (4322u32, 4322u32);
+    // A copy the user can run, and directories of theirs.
+    let bin = p.around.path().join("cordon");
+    std::fs::copy(cordon_bin(), &bin).expect("copy cordon");
+    let home = p.around.path().join("home");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    for d in [p.around.path(), &home, p.ws()] {
+        std::os::unix::fs::chown(d, Some(uid), Some(gid)).expect("chown");
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let mut child = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg(format!("--groups={}", socket.gid()))
+        .arg(&bin)
+        .args([
+            "mcp",
+            "--mode",
+            "yolo",
+            "--backend",
+            "docker",
+            "--image",
+            IMAGE,
+        ])
+        .current_dir(p.ws())
+        .env("HOME", &home)
+        .env("USER", "tester")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("CORDON_SANDBOX")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start cordon mcp as the user");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut ask = |id: u64, method: &str, params: serde_json::Value| -> serde_json::Value {
+        let m = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{m}").expect("write to cordon mcp");
+        loop {
+            let mut line = String::new();
+            let n = out.read_line(&mut line).expect("read from cordon mcp");
+            assert!(n > 0, "cordon mcp ended before answering {method}");
+            let v: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    let init = ask(
+        1,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}),
+    );
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    let call =
+        |name: &str, args: serde_json::Value| serde_json::json!({"name": name, "arguments": args});
+    let wrote = ask(
+        2,
+        "tools/call",
+        call(
+            "write_file",
+            serde_json::json!({"file_path": "by-tool.txt", "content": "x\n"}),
+        ),
+    );
+    assert_eq!(wrote["result"]["isError"], false, "{wrote}");
+    let ran = ask(
+        3,
+        "tools/call",
+        call(
+            "run_shell_command",
+            serde_json::json!({"command": "id -u; echo y > by-shell.txt"}),
+        ),
+    );
+    let text = ran["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.starts_with(&format!("{uid}\n")), "{ran}");
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status}");
+    for f in ["by-tool.txt", "by-shell.txt"] {
+        let m = std::fs::metadata(p.ws().join(f)).expect("the file is on the host");
+        assert_eq!((m.uid(), m.gid()), (uid, gid), "{f}");
+    }
+    assert_eq!(p.containers_after_a_while(), Vec::<String>::new());
+}
+
+/// A missing engine, an unreachable one and a bad image name each stop `cordon mcp --backend`
+/// before it serves, with what to do on standard error and nothing on the MCP stream.
+#[test]
+fn engine_and_image_problems_are_said_before_serving() {
+    let said = |mut cmd: Command, says: &str| {
+        let out = cmd
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run cordon mcp");
+        assert!(!out.status.success(), "should fail: {says}");
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+        assert_eq!(stdout(&out), "", "nothing on the MCP stream");
+    };
+    let empty = tempfile::tempdir().expect("temp dir");
+    let mut missing = Command::new(cordon_bin());
+    missing
+        .args(["mcp", "--backend", "podman", "--image", "x"])
+        .current_dir(empty.path())
+        .env("PATH", empty.path())
+        .env("XDG_CONFIG_HOME", empty.path().join("config"))
+        .env_remove("CORDON_SANDBOX");
+    said(
+        missing,
+        "podman is not installed (not found on PATH): install Podman",
+    );
+
+    let Some(p) = Project::new(Eng::Docker) else {
+        return;
+    };
+    let mut unreachable = p.mcp(&[]);
+    unreachable.env("DOCKER_HOST", "unix:///nonexistent/cordon-test.sock");
+    said(unreachable, "cannot reach the docker engine: start it");
+    let mut bad = Command::new(cordon_bin());
+    bad.args(["mcp", "--backend", "docker", "--image", "Not/A-Valid:Name!"])
+        .current_dir(p.ws())
+        .env("XDG_CONFIG_HOME", p.config())
+        .env_remove("CORDON_SANDBOX");
+    said(bad, "check the image name");
 }

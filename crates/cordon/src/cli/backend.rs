@@ -99,7 +99,8 @@ impl BackendArgs {
         Ok(())
     }
 
-    fn container_engine(&self) -> Option<Option<Engine>> {
+    /// `Some` for the container backends: the engine asked for, `None` for either.
+    pub fn container_engine(&self) -> Option<Option<Engine>> {
         match self.backend() {
             Backend::Docker => Some(Some(Engine::Docker)),
             Backend::Podman => Some(Some(Engine::Podman)),
@@ -134,6 +135,25 @@ impl BackendArgs {
         }
     }
 
+    pub fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// These flags as `cordon run` takes them, the backend always named (so that
+    /// `CORDON_SANDBOX` is read once, here).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        let mut out: Vec<std::ffi::OsString> = vec!["--backend".into(), self.name().into()];
+        if self.dry_run {
+            out.push("--dry-run".into());
+        }
+        if let Some(p) = &self.seatbelt_profile {
+            out.push("--seatbelt-profile".into());
+            out.push(p.into());
+        }
+        out.extend(self.container.to_args());
+        out
+    }
+
     /// Whether this run is a real one on the Linux backend (which alone uses control groups).
     pub fn runs_linux(&self) -> bool {
         self.backend() == Backend::Linux && !self.dry_run
@@ -160,6 +180,8 @@ pub struct Elsewhere<'a> {
     pub publishes: bool,
     /// `--keep-env`: also passed into a container.
     pub keep_env: &'a [String],
+    /// The program is `cordon mcp`'s worker (containers only).
+    pub worker: Option<&'a super::container::Worker>,
 }
 
 /// Runs (or, with `--dry-run`, shows) the spec on any backend but a real Linux run, and

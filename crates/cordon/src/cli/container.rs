@@ -42,6 +42,24 @@ pub struct ContainerArgs {
 }
 
 impl ContainerArgs {
+    /// These flags as the command line that gives them.
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        let mut out: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(i) = &self.image {
+            out.extend(["--image".into(), i.into()]);
+        }
+        if let Some(p) = &self.container_profile {
+            out.extend(["--container-profile".into(), p.into()]);
+        }
+        if self.pass_api_keys {
+            out.push("--pass-api-keys".into());
+        }
+        if self.no_ssh_agent {
+            out.push("--no-ssh-agent".into());
+        }
+        out
+    }
+
     /// Whether any container flag was given.
     pub fn is_set(&self) -> bool {
         self.image.is_some()
@@ -59,6 +77,17 @@ impl ContainerArgs {
             self.container_profile = profile;
         }
     }
+}
+
+/// What `cordon mcp --backend docker|podman` adds to a container run, whose program is a
+/// cordon serving MCP on the container's standard input and output: cordon's binary and the
+/// policy files mounted read-only, the variables that find them, and a plain byte stream.
+#[derive(Debug, Clone, Default)]
+pub struct Worker {
+    /// Mounted where nothing the run mounts already shows them (a path inside the project is
+    /// there anyway, and an engine refuses two mounts at one place).
+    pub mounts: Vec<container::Mount>,
+    pub env: Vec<(String, String)>,
 }
 
 /// `CORDON_SANDBOX` as the launcher reads it.
@@ -526,6 +555,36 @@ pub fn run_container(
         }
     }
     let mut options = options;
+    if let Some(worker) = run.worker {
+        // A terminal would turn the MCP stream's line ends into CRLF and echo the input.
+        host.tty = false;
+        let shown = |to: &Path| {
+            to.starts_with(&spec.cwd)
+                || spec.writable.iter().any(|w| to.starts_with(w))
+                || spec.read_only.iter().any(|r| to == r)
+                || host
+                    .settings_dir
+                    .as_ref()
+                    .is_some_and(|d| to.starts_with(d))
+        };
+        options
+            .mounts
+            .extend(worker.mounts.iter().filter(|m| !shown(&m.to)).cloned());
+        for m in &worker.mounts {
+            if !host.kinds.iter().any(|(p, _)| p == &m.from) {
+                let kind = match std::fs::metadata(&m.from) {
+                    Ok(md) if md.is_dir() => PathKind::Dir,
+                    Ok(_) => PathKind::File,
+                    Err(e) => bail!(
+                        "{}: cannot mount it into the container: {e}",
+                        m.from.display()
+                    ),
+                };
+                host.kinds.push((m.from.clone(), kind));
+            }
+        }
+        options.env.extend(worker.env.iter().cloned());
+    }
     if !dry_run && container::maps_user_with_uid(&options, &host) {
         options.user_files = user_files(engine, &program, &options.image, &host);
     }

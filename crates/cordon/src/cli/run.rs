@@ -117,6 +117,9 @@ pub struct RunArgs {
     /// command may take as its controlling terminal.
     #[arg(long, hide = true)]
     own_terminal: bool,
+    /// Set by `cordon mcp --backend docker|podman`, whose server runs as this run's program.
+    #[arg(skip)]
+    pub(super) worker: Option<super::container::Worker>,
     /// Run this string with /bin/sh -c.
     #[arg(short = 'c', value_name = "SHELL STRING", conflicts_with = "command")]
     shell: Option<String>,
@@ -276,6 +279,26 @@ impl RunArgs {
 }
 
 impl SandboxFlags {
+    /// These flags for a `cordon mcp` worker in a container that shows the host only at
+    /// `shown` (absolute): path flags elsewhere name what the container does not have at all,
+    /// so they are left out rather than fail to resolve there; Unix sockets are not passed in.
+    pub fn for_container(&self, cwd: &Path, shown: &[PathBuf]) -> SandboxFlags {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let inside = |p: &PathBuf| {
+            let abs = match (p.strip_prefix("~"), &home) {
+                (Ok(rest), Some(home)) => home.join(rest),
+                _ => cwd.join(p),
+            };
+            shown.iter().any(|s| abs.starts_with(s))
+        };
+        let mut out = self.clone();
+        out.deny_read.retain(inside);
+        out.deny_write.retain(inside);
+        out.allow_read.retain(inside);
+        out.allow_unix_socket.clear();
+        out
+    }
+
     /// The command line as the last layer of settings: what it says, and nothing it leaves
     /// out.
     fn layer(&self) -> LayerValues {
@@ -472,22 +495,33 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
 /// and `mcp` works it out from the same flags: for tools that touch files outside the sandbox
 /// (`cordon mcp`'s), which must keep to the same walls.
 pub fn plan_for(sandbox: &SandboxFlags) -> anyhow::Result<Plan> {
+    let mut argv: Vec<OsString> = sandbox.to_args();
+    argv.extend(["-c".into(), "true".into()]);
+    plan(&with_settings(parse_run_args(argv)?)?)
+}
+
+/// `cordon run`'s arguments read from a command line (without the program's name), for
+/// commands that hand part of their work to it.
+pub fn parse_run_args(argv: Vec<OsString>) -> anyhow::Result<RunArgs> {
     #[derive(clap::Parser)]
     struct Just {
         #[command(flatten)]
         run: RunArgs,
     }
-    let mut argv: Vec<OsString> = vec!["cordon run".into()];
-    argv.extend(sandbox.to_args());
-    argv.extend(["-c".into(), "true".into()]);
+    let argv = std::iter::once(OsString::from("cordon run")).chain(argv);
     let just = <Just as clap::Parser>::try_parse_from(argv)
         .context("cannot read the sandbox flags back (a bug in cordon)")?;
-    plan(&with_settings(just.run)?)
+    Ok(just.run)
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let args = with_settings(args)?;
+    let mut args = with_settings(args)?;
     args.backend.validate()?;
+    if args.worker.is_some() {
+        // The settings' time limit is for each command, which the worker keeps; the session
+        // lasts as long as its client.
+        args.sandbox.timeout = None;
+    }
     let Plan {
         argv,
         timeout,
@@ -603,6 +637,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         publishes: !args.publish.is_empty(),
         keep_env: &args.sandbox.keep_env,
         ignore_violations: &args.ignore_violations,
+        worker: args.worker.as_ref(),
     };
     tracing::debug!("sandbox spec: {spec:?}");
     if let Some(code) = super::backend::run_elsewhere(&args.backend, elsewhere)? {
@@ -840,6 +875,53 @@ mod sandbox_flags_tests {
     fn parse(args: &[std::ffi::OsString]) -> SandboxFlags {
         let argv = std::iter::once("cordon".into()).chain(args.iter().cloned());
         Wrapper::try_parse_from(argv).expect("parses").sandbox
+    }
+
+    /// A `cordon mcp` worker gets the path flags for what its container shows, and no others:
+    /// elsewhere there is nothing inside to resolve them against.
+    #[test]
+    fn a_container_worker_keeps_the_path_flags_for_what_it_shows() {
+        let given: Vec<std::ffi::OsString> = [
+            "--deny-read",
+            "secret",
+            "--deny-read",
+            "/elsewhere/keys",
+            "--deny-write",
+            "/ws/.env",
+            "--deny-write",
+            "/other/x",
+            "--allow-read",
+            "/extra/pub",
+            "--allow-unix-socket",
+            "/run/some.sock",
+            "--allow-write",
+            "/extra",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        let flags = parse(&given);
+        let shown = [
+            std::path::PathBuf::from("/ws"),
+            std::path::PathBuf::from("/extra"),
+        ];
+        let kept = flags
+            .for_container(std::path::Path::new("/ws"), &shown)
+            .to_args();
+        let expected: Vec<std::ffi::OsString> = [
+            "--allow-write",
+            "/extra",
+            "--deny-write",
+            "/ws/.env",
+            "--deny-read",
+            "secret",
+            "--allow-read",
+            "/extra/pub",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        assert_eq!(kept, expected);
     }
 
     /// `exec` and `shell` hand their flags to each `cordon run`: every one must arrive as given.

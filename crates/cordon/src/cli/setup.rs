@@ -45,6 +45,64 @@ pub fn user_policy_dir() -> Option<PathBuf> {
 }
 
 impl PolicyFlags {
+    /// These flags as the command line that gives them, for a `cordon mcp` worker that must
+    /// decide exactly as its launcher would.
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        let mut out: Vec<std::ffi::OsString> = vec!["--mode".into(), self.mode.as_str().into()];
+        if self.non_interactive {
+            out.push("--non-interactive".into());
+        }
+        let mut paths = |flag: &str, list: &[PathBuf]| {
+            for p in list {
+                out.push(flag.into());
+                out.push(p.into());
+            }
+        };
+        paths("--policy-dir", &self.policy_dirs);
+        paths("--extension-policy-dir", &self.extension_dirs);
+        paths("--workspace", &self.workspaces);
+        paths("--default-policy-dir", &self.default_dirs);
+        let mut words = |flag: &str, list: &[String]| {
+            for w in list {
+                out.push(flag.into());
+                out.push(w.into());
+            }
+        };
+        words("--allowed-tool", &self.allowed_tools);
+        words("--exclude-tool", &self.excluded_tools);
+        words("--shell-tool", &self.shell_tools);
+        if self.trust_workspace {
+            out.push("--trust-workspace".into());
+        }
+        if self.no_defaults {
+            out.push("--no-defaults".into());
+        }
+        out
+    }
+
+    /// Every file and directory the policy is read from (whether or not it exists): a
+    /// `cordon mcp` worker in a container must see each of them, at the same path.
+    pub fn source_paths(&self) -> anyhow::Result<Vec<PathBuf>> {
+        let env = self.environment()?;
+        let sources = self.sources_without_settings(&env)?;
+        let places = crate::settings::Places::from(&env.cwd);
+        Ok(sources
+            .user_dirs
+            .iter()
+            .chain(&sources.extension_dirs)
+            .chain(&sources.default_dirs)
+            .chain(&sources.workspace_dirs)
+            .chain(sources.admin_dir.as_ref())
+            .cloned()
+            .chain(places.files().into_iter().map(Path::to_path_buf))
+            .map(|p| env.cwd.join(p))
+            .collect())
+    }
+
+    /// The workspace directories, absolute.
+    pub fn workspace_dirs(&self) -> anyhow::Result<Vec<PathBuf>> {
+        Ok(self.environment()?.workspaces)
+    }
     pub fn options(&self) -> CheckOptions {
         CheckOptions {
             mode: self.mode,

@@ -106,3 +106,4 @@ pub fn stdout(o: &Output) -> String {
 pub fn q(p: &Path) -> String {
     format!("'{}'", p.display())
 }
+pub mod engines;

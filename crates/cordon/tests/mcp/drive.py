@@ -7,11 +7,15 @@ It does all of that twice: in the handshake era (protocol 2025-11-25, where cord
 an `elicitation/create` request) and in 2026-07-28 (where it asks with an input-required
 result and the call comes back with the answer), each in a workspace of its own.
 
-Run by tests/mcp.rs:  python drive.py CORDON WORKSPACE OUTSIDE MARKER
+With ENGINE and IMAGE after the others, it drives `cordon mcp --backend ENGINE --image IMAGE`
+instead: the server runs in a container, and the checks are that its tools act there.
+
+Run by tests/mcp.rs:  python drive.py CORDON WORKSPACE OUTSIDE MARKER [ENGINE IMAGE EXTENSION_DIR]
 Prints one line per check; any failure raises, so the exit status is not 0.
 """
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +25,7 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 CORDON, TOP, OUTSIDE, MARKER = sys.argv[1:5]
+ENGINE, IMAGE, EXTENSION = (sys.argv[5:8] + [None, None, None])[:3]
 # Set for each era by main().
 WS = TOP
 MODE = "legacy"
@@ -42,6 +47,8 @@ def server(*flags: str) -> StdioServerParameters:
 
 
 def client(*flags: str, **kw) -> Client:
+    if ENGINE:
+        flags = ("--backend", ENGINE, "--image", IMAGE, "--extension-policy-dir", EXTENSION, *flags)
     return Client(server("--workspace", WS, *flags), mode=MODE, **kw)
 
 
@@ -284,8 +291,150 @@ async def with_the_sandbox_walls() -> None:
         expect("do not show" not in text(r), "nor can a command read it", r)
 
 
+def containers() -> list[str]:
+    """The containers of this workspace, running or not (cordon names them after it)."""
+    base = "".join(c if c.isalnum() or c in "_.-" else "-" for c in os.path.basename(WS).lower())
+    out = subprocess.run(
+        [ENGINE, "ps", "-a", "--format", "{{.Names}}", "--filter", f"name=cordon-{base}-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.split()
+
+
+async def none_left(what: str) -> None:
+    left = containers()
+    deadline = time.monotonic() + 30
+    while left and time.monotonic() < deadline:
+        await anyio.sleep(0.2)
+        left = containers()
+    expect(not left, what, left)
+
+
+async def in_a_container() -> None:
+    """`cordon mcp --backend ENGINE`: every tool acts inside the container."""
+    async with client(elicitation_callback=answer_yes) as c:
+        listed = await c.list_tools()
+        expect({t.name for t in listed.tools} == TOOLS, "tools/list names the seven tools", listed)
+        running_now = containers()
+        expect(len(running_now) == 1, "one container serves the session", running_now)
+
+        # The image has no /usr; the host does. CORDON_SANDBOX names the container.
+        r = await call(c, "run_shell_command", {"command": "echo in=$CORDON_SANDBOX; [ -e /usr ] || echo image-root; pwd"})
+        t = text(r)
+        expect(
+            not r.is_error and f"in={running_now[0]}\n" in t and "image-root" in t and f"{WS}\n" in t,
+            "run_shell_command runs inside the container, in the workspace",
+            r,
+        )
+
+        # The user's settings exclude `hostname` from cordon's sandbox (tests/mcp.rs): it runs
+        # in the container all the same, which has a hostname of its own.
+        r = await call(c, "run_shell_command", {"command": "hostname"})
+        expect(
+            not r.is_error
+            and "the settings place it outside cordon's sandbox" in text(r)
+            and text(r).split("\n")[0] != socket.gethostname(),
+            "a command excluded from the sandbox still runs in the container",
+            (r, socket.gethostname()),
+        )
+
+        # The project's settings give each command 3 seconds (tests/mcp.rs); the session,
+        # which lasts longer, goes on.
+        r = await call(c, "run_shell_command", {"command": "sleep 20"})
+        expect(r.structured_content["timed_out"] and "timed out" in text(r), "the settings' time limit stops a command", r)
+
+        before = len(asked)
+        r = await call(c, "write_file", {"file_path": "notes.txt", "content": "from the container\n"})
+        expect(not r.is_error and len(asked) == before + 1, "write_file asked, was allowed and wrote", (r, asked))
+        path = os.path.join(WS, "notes.txt")
+        expect(open(path).read() == "from the container\n", "the file is in the host's workspace")
+        expect(os.stat(path).st_uid == os.getuid(), "owned by the host user", os.stat(path))
+        r = await call(c, "run_shell_command", {"command": "echo made > by-shell.txt"})
+        made = os.path.join(WS, "by-shell.txt")
+        expect(not r.is_error and os.path.exists(made) and os.stat(made).st_uid == os.getuid(), "so is what a command writes", r)
+        r = await call(c, "read_file", {"file_path": "by-shell.txt"})
+        expect(not r.is_error and text(r) == "made\n", "read_file reads it", r)
+
+        # Outside the workspace: refused by the tools, and absent from the container.
+        r = await call(c, "write_file", {"file_path": os.path.join(OUTSIDE, "planted"), "content": "x"})
+        expect(r.is_error and "outside the workspace" in text(r), "write_file outside the workspace is refused", r)
+        r = await call(c, "run_shell_command", {"command": f"cat {OUTSIDE}/secret; mkdir -p {OUTSIDE} && echo x > {OUTSIDE}/escaped && echo wrote-inside"})
+        expect("not for the agent" not in text(r) and "wrote-inside" in text(r), "a command cannot read the host outside the workspace", r)
+        expect(not os.path.exists(os.path.join(OUTSIDE, "planted")), "nothing was planted outside")
+        expect(not os.path.exists(os.path.join(OUTSIDE, "escaped")), "what a command wrote outside stayed in the container")
+
+        # The host's policy files decide inside: the user's deny (tests/mcp.rs writes it).
+        before = len(asked)
+        r = await call(c, "run_shell_command", {"command": "touch denied-by-policy"})
+        expect(r.is_error and len(asked) == before and r.structured_content["decision"] == "deny", "the user's deny rule refuses the command", r)
+        expect("not in a container" in text(r), "with the rule's message", r)
+        expect(not os.path.exists(os.path.join(WS, "denied-by-policy")), "nothing ran")
+        r = await call(c, "run_shell_command", {"command": "touch denied-by-extension"})
+        expect(r.is_error and r.structured_content["decision"] == "deny", "so does the extension's, from a directory outside the workspace", r)
+        expect(not os.path.exists(os.path.join(WS, "denied-by-extension")), "nothing ran")
+
+        # Cancelling a long run stops it inside the container.
+        command = f"trap '' TERM; sleep {MARKER} & echo ready; wait; wait"
+        started = anyio.Event()
+
+        async def on_ready(_p: float, _t: float | None, message: str | None) -> None:
+            if message and "ready" in message:
+                started.set()
+
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+
+                async def cancel_when_ready() -> None:
+                    with anyio.fail_after(PATIENCE):
+                        await started.wait()
+                    expect(bool(running(f"sleep {MARKER}")), "the long command runs", running(f"sleep {MARKER}"))
+                    scope.cancel()
+
+                tg.start_soon(cancel_when_ready)
+                await call(c, "run_shell_command", {"command": command}, progress_callback=on_ready)
+                raise AssertionError("the long command ended on its own")
+        expect(scope.cancelled_caught, "the client cancelled the call")
+        left = running(f"sleep {MARKER}")
+        deadline = time.monotonic() + 20
+        while left and time.monotonic() < deadline:
+            await anyio.sleep(0.1)
+            left = running(f"sleep {MARKER}")
+        expect(not left, "nothing is left running after the cancel", left)
+        r = await call(c, "run_shell_command", {"command": "echo still here"})
+        expect("still here" in text(r), "the server still serves after a cancel", r)
+    await none_left("no container is left once the client has gone")
+
+    # The mode is the host's: plan mode denies inside too.
+    async with client("--mode", "plan", elicitation_callback=answer_yes) as c:
+        r = await call(c, "run_shell_command", {"command": "touch planned"})
+        expect(r.is_error and r.structured_content["decision"] == "deny", "--mode plan holds inside", r)
+        expect(not os.path.exists(os.path.join(WS, "planned")), "nothing ran")
+    await none_left("and none after the second session")
+
+    # What --deny-read hides stays hidden from the tools and the commands inside; one the
+    # container does not show at all (OUTSIDE) needs nothing there, and does not stop it.
+    os.makedirs(os.path.join(WS, "private"), exist_ok=True)
+    with open(os.path.join(WS, "private", "key"), "w") as f:
+        f.write("do not show")
+    async with client("--deny-read", "private", "--deny-read", OUTSIDE) as c:
+        r = await call(c, "read_file", {"file_path": "private/key"})
+        # The container shows an empty directory there, so the file is not found at all.
+        expect(r.is_error and "do not show" not in text(r), "read_file keeps to --deny-read inside", r)
+        r = await call(c, "run_shell_command", {"command": "cat private/key; echo done"})
+        expect("done" in text(r) and "do not show" not in text(r), "nor can a command inside read it", r)
+    await none_left("and none after the third")
+
+
 async def main() -> None:
     global WS, MODE, MARKER
+    if ENGINE:
+        MODE = "legacy"
+        print(f"== cordon mcp --backend {ENGINE}", flush=True)
+        await in_a_container()
+        print("all checks passed", flush=True)
+        return
     marker = MARKER
     # "auto" probes with server/discover and takes the newest revision both sides speak.
     for n, mode in enumerate(["legacy", "auto"]):

@@ -4,9 +4,11 @@
 //! (an `elicitation/create` request up to protocol 2025-11-25, an input-required result in
 //! 2026-07-28), and a refusal when it cannot. `run_shell_command` runs in the sandbox through
 //! the executor, its output streamed as progress notifications and stopped by
-//! `notifications/cancelled`; the file tools run here, inside the workspace (files.rs).
+//! `notifications/cancelled`; the file tools run here, inside the workspace (files.rs). With
+//! `--backend docker|podman` the whole server runs in a container instead (worker.rs).
 
 mod files;
+mod worker;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -14,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Args;
 use cordon_policy::{CheckOptions, Decision, Outcome, ToolCall};
 use rmcp::model::{
@@ -30,6 +32,7 @@ use serde_json::{Value, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::PolicyFlags;
+use super::backend::BackendArgs;
 use super::check::Decider;
 use super::run::SandboxFlags;
 use crate::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Utf8Chunks};
@@ -42,6 +45,16 @@ pub struct McpArgs {
     policy: PolicyFlags,
     #[command(flatten)]
     sandbox: SandboxFlags,
+    /// `--backend docker|podman|container` serves from inside a container: every tool, the
+    /// file tools too, runs there (see `cordon run --backend`).
+    #[command(flatten)]
+    backend: BackendArgs,
+    /// This is the server cordon started inside its container: the container is the sandbox.
+    #[arg(long, hide = true)]
+    worker: bool,
+    /// The launcher's fingerprint of the policy files, which the worker must see too.
+    #[arg(long, hide = true, value_name = "N")]
+    policy_fingerprint: Option<u64>,
 }
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
@@ -190,9 +203,29 @@ struct Server {
     /// client echoes with its answer: each is the call it is about, and is answered once.
     asked: Arc<Mutex<HashMap<String, String>>>,
     next_question: Arc<AtomicU64>,
+    /// The container this server runs in (`--worker`): it is the sandbox, so commands run
+    /// in it directly.
+    container: Option<String>,
 }
 
-pub fn run(args: McpArgs) -> anyhow::Result<u8> {
+pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
+    let container = worker::inside(&args)?;
+    let settings = args.sandbox.settings(args.policy.trust_workspace)?;
+    if container.is_none() {
+        // `sandbox.backend` and `[container]` in the settings choose as for `cordon run`.
+        args.backend.settle(
+            crate::settings::value(settings.backend.clone()),
+            crate::settings::value(settings.container_image.clone()),
+            crate::settings::value(settings.container_profile.clone()),
+        )?;
+        args.backend.validate()?;
+        if args.backend.container_engine().is_some() {
+            return worker::launch(args);
+        }
+        if args.backend.dry_run() {
+            bail!("--dry-run shows the engine's command for --backend docker, podman or container");
+        }
+    }
     let decider = Decider::for_runs(&args.policy, &args.sandbox)?;
     // The walls each command's sandbox will have, for the file tools that work outside it.
     let plan = super::run::plan_for(&args.sandbox)?;
@@ -203,18 +236,27 @@ pub fn run(args: McpArgs) -> anyhow::Result<u8> {
         live: plan.live,
     };
     let workspace = Workspace::new(decider.engine.environment(), walls);
-    let runner =
-        Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
+    // Each command's `cordon run` reads the backend (and CORDON_SANDBOX) as this server did.
+    let mut run_args = args.sandbox.to_args();
+    if container.is_none() {
+        run_args.extend(args.backend.to_args());
+    }
+    let runner = Runner::new(run_args).context("cannot make a directory for run reports")?;
     let runs = Arc::new(Runs::default());
     let server = Server {
         decider: Arc::new(decider),
         options: args.policy.options(),
         runner: Arc::new(runner),
         workspace: Arc::new(workspace),
-        timeout: args.sandbox.timeout().map(Duration::from_secs_f64),
+        // Merged with the settings: a run outside `cordon run` (in cordon's container, or
+        // placed outside the sandbox) has no child to read them.
+        timeout: crate::settings::value(settings.timeout)
+            .filter(|t| *t > 0.0 && t.is_finite())
+            .map(Duration::from_secs_f64),
         runs: Arc::clone(&runs),
         asked: Arc::default(),
         next_question: Arc::default(),
+        container,
     };
 
     // Ended by a signal (the agent went away): every run is cancelled, so that no sandbox is
@@ -547,7 +589,14 @@ impl Server {
             timeout: self.timeout,
             keep: OutputLimit::default(),
             blocked_on_stderr: false,
-            placement: a.placement.clone(),
+            // In cordon's container, the container is the sandbox: a second one inside it
+            // would need user namespaces, which engines refuse, and could only be weaker.
+            placement: match &self.container {
+                Some(name) => crate::exec::Placement::Outside {
+                    why: format!("inside container {name}, which is the sandbox"),
+                },
+                None => a.placement.clone(),
+            },
         };
         let token = context.meta.get_progress_token();
         // Output waits here for the client; a slow client slows the command (its reader
@@ -633,8 +682,18 @@ impl Server {
         if result.timed_out {
             notes.push("timed out".into());
         }
-        if let crate::exec::Placement::Outside { why } = &a.placement {
-            notes.push(format!("ran outside the sandbox: {why}"));
+        match (&a.placement, &self.container) {
+            (crate::exec::Placement::Outside { why }, None) => {
+                notes.push(format!("ran outside the sandbox: {why}"));
+            }
+            // Nothing leaves the container: what the settings place outside runs in it too.
+            (crate::exec::Placement::Outside { why }, Some(name)) => notes.push(format!(
+                "ran in container {name}: the settings place it outside cordon's sandbox ({why}), and the container is the sandbox"
+            )),
+            (crate::exec::Placement::Sandbox, Some(name)) => {
+                notes.push(format!("ran in container {name}"));
+            }
+            (crate::exec::Placement::Sandbox, None) => {}
         }
         if let Some(e) = &result.setup_error {
             notes.push(format!("the sandbox could not be set up: {e}"));
@@ -647,6 +706,11 @@ impl Server {
         if let Some(o) = structured.get_mut("output").and_then(Value::as_object_mut) {
             // The text is the content already.
             o.remove("text");
+        }
+        if let (Some(name), Some(o)) = (&self.container, structured.as_object_mut()) {
+            // Contained, though not by cordon's own sandbox: the client is told which.
+            o.insert("sandboxed".into(), json!(true));
+            o.insert("container".into(), json!(name));
         }
         let mut r = if result.setup_error.is_some() {
             CallToolResult::error(vec![ContentBlock::text(text)])
