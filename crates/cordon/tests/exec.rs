@@ -638,7 +638,7 @@ fn the_settings_place_commands_outside_the_sandbox_and_the_locks_keep_them_in() 
     ];
     let touch = |name: &str| format!("touch {}", q(&at(name)));
 
-    user("[sandbox]\nexcluded_commands = [\"touch\", \"sleep\"]\n");
+    user("[sandbox]\nexcluded_commands = [\"touch\", \"sleep\"]\n[limits]\ntimeout = 1\n");
     let mut c = Client::start_env(&sb, &[], &env);
     c.send(&run("out", &touch("out")));
     let d = c.event("decision", "out");
@@ -691,6 +691,14 @@ fn the_settings_place_commands_outside_the_sandbox_and_the_locks_keep_them_in() 
         "{e}"
     );
     assert!(!still_running("sleep 86.1"));
+    // The settings' time limit holds outside the sandbox too.
+    c.send(&run("settings-limit", "sleep 86.6"));
+    let e = c.event("exited", "settings-limit");
+    assert_eq!(
+        (e["timed_out"].as_bool(), e["sandboxed"].as_bool()),
+        (Some(true), Some(false)),
+        "{e}"
+    );
     c.send(&run("cancel", "sleep 86.2 & sleep 86.3"));
     c.event("started", "cancel");
     c.send(&json!({ "type": "cancel", "id": "cancel" }));

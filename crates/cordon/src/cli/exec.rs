@@ -221,7 +221,8 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     let mut decider = super::check::LiveDecider::new(&args.policy, Some(&args.sandbox))?;
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
-    let default_timeout = args.sandbox.timeout().map(Duration::from_secs_f64);
+    let default_timeout =
+        super::run::each_run_timeout(&args.sandbox.settings(args.policy.trust_workspace)?);
     let (events, queue) = sync_channel::<Value>(EVENT_QUEUE);
     let writer = std::thread::spawn(move || write_events(queue));
     let shared = Arc::new(Shared {

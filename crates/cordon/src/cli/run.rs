@@ -130,8 +130,17 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
+/// The time limit of each command `exec`, `shell` and `mcp` run, from `--timeout` or
+/// `limits.timeout`: given to each run, so that one with no child `cordon run` to read the
+/// settings (one placed outside the sandbox, or in cordon's container) keeps it too.
+pub fn each_run_timeout(s: &settings::Settings) -> Option<Duration> {
+    value(s.timeout.clone())
+        .filter(|t| *t > 0.0 && t.is_finite())
+        .map(Duration::from_secs_f64)
+}
+
 impl SandboxFlags {
-    /// The default time limit of each command, if any.
+    /// The time limit given on the command line, if any.
     pub fn timeout(&self) -> Option<f64> {
         self.timeout
     }

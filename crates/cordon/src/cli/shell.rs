@@ -46,10 +46,8 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
     let options = args.policy.options();
-    let timeout = args
-        .sandbox
-        .timeout()
-        .map(std::time::Duration::from_secs_f64);
+    let timeout =
+        super::run::each_run_timeout(&args.sandbox.settings(args.policy.trust_workspace)?);
     let network = if args.sandbox.host_network() {
         "host network"
     } else if args.sandbox.net.any_allowed() {

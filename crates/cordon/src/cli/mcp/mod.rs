@@ -250,9 +250,7 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
         workspace: Arc::new(workspace),
         // Merged with the settings: a run outside `cordon run` (in cordon's container, or
         // placed outside the sandbox) has no child to read them.
-        timeout: crate::settings::value(settings.timeout)
-            .filter(|t| *t > 0.0 && t.is_finite())
-            .map(Duration::from_secs_f64),
+        timeout: super::run::each_run_timeout(&settings),
         runs: Arc::clone(&runs),
         asked: Arc::default(),
         next_question: Arc::default(),
