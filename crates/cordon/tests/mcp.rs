@@ -63,53 +63,15 @@ fn a_real_mcp_client_lists_calls_streams_cancels_and_is_asked() {
 /// sandbox behind: cordon cancels what runs, waits for it, and exits.
 #[test]
 fn the_end_of_input_stops_what_runs_and_cordon_exits() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::Stdio;
     use std::time::{Duration, Instant};
 
     let Some(sb) = Sandbox::new() else { return };
-    let mut child = Command::new(cordon_bin())
-        .args(["mcp", "--mode", "yolo"])
+    let mut cmd = Command::new(cordon_bin());
+    cmd.args(["mcp", "--mode", "yolo"])
         .current_dir(&sb.ws)
-        .env("XDG_CONFIG_HOME", sb.outside.join("config"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start cordon mcp");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut send = |m: serde_json::Value| {
-        writeln!(stdin, "{m}").expect("write to cordon mcp");
-    };
-    send(
-        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"}}}),
-    );
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("initialize answered");
-    assert!(line.contains("\"serverInfo\""), "{line}");
-    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(
-        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "run_shell_command",
-        "arguments": {"command": "echo ready; sleep 987656"},
-        "_meta": {"progressToken": "p"}}}),
-    );
-    // The progress notification carrying `ready` says the command runs.
-    line.clear();
-    stdout.read_line(&mut line).expect("progress");
-    assert!(
-        line.contains("notifications/progress") && line.contains("ready"),
-        "{line}"
-    );
-    let pgrep = || {
-        let out = Command::new("pgrep")
-            .args(["-f", "sleep 987656"])
-            .output()
-            .expect("pgrep");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+        .env("XDG_CONFIG_HOME", sb.outside.join("config"));
+    let (mut child, stdin) = serving_a_long_command(cmd, "987656");
+    let pgrep = || pgrep("sleep 987656");
     assert!(!pgrep().is_empty(), "the command should be running");
     // The client goes: its end of cordon's standard input closes.
     drop(stdin);
@@ -291,17 +253,16 @@ fn a_real_mcp_client_drives_the_server_in_podman() {
     a_real_mcp_client_drives_the_server_in_a_container(Eng::Podman);
 }
 
-/// Starts `cordon mcp --backend ENGINE`, initializes, and starts a long command, whose
-/// progress says it runs; returns the server and its input.
+/// Starts `cordon mcp` as `cmd` says, initializes it as a raw client, and starts a long
+/// command (`sleep MARKER`), whose progress says it runs; returns the server and its input.
 fn serving_a_long_command(
-    p: &Project,
+    mut cmd: Command,
     marker: &str,
 ) -> (std::process::Child, std::process::ChildStdin) {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
 
-    let mut child = p
-        .mcp(&["--mode", "yolo"])
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -357,7 +318,7 @@ fn no_container_outlives_the_host_cordon(engine: Eng) {
     } else {
         "987632"
     };
-    let (mut child, stdin) = serving_a_long_command(&p, marker);
+    let (mut child, stdin) = serving_a_long_command(p.mcp(&["--mode", "yolo"]), marker);
     assert_eq!(p.containers().len(), 1, "one container serves the session");
     assert!(!pgrep(&format!("sleep {marker}")).is_empty());
     drop(stdin);
@@ -381,7 +342,7 @@ fn no_container_outlives_the_host_cordon(engine: Eng) {
     assert_eq!(pgrep(&format!("sleep {marker}")), "");
 
     for signal in ["TERM", "INT", "KILL"] {
-        let (mut child, stdin) = serving_a_long_command(&p, marker);
+        let (mut child, stdin) = serving_a_long_command(p.mcp(&["--mode", "yolo"]), marker);
         let sent = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(child.id().to_string())
