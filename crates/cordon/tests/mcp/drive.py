@@ -291,6 +291,26 @@ async def with_the_sandbox_walls() -> None:
         expect("do not show" not in text(r), "nor can a command read it", r)
 
 
+async def asking_to_leave_the_sandbox() -> None:
+    # A command may ask to run outside the sandbox only where the settings allow it.
+    target = os.path.join(OUTSIDE, f"left-{MODE}")
+    args = {"command": f"touch {target}", "unsandboxed": True}
+    async with client("--mode", "yolo") as c:
+        r = await call(c, "run_shell_command", args)
+        expect(r.is_error and "allow_unsandboxed_commands" in text(r), "leaving the sandbox is refused by default", r)
+        expect(not os.path.exists(target), "and nothing ran")
+    allowed = os.path.join(TOP, f"unsandboxed-{MODE}.toml")
+    with open(allowed, "w") as f:
+        f.write("[sandbox]\nallow_unsandboxed_commands = true\n")
+    async with client("--mode", "yolo", "--settings", allowed) as c:
+        r = await call(c, "run_shell_command", {"command": f"touch {target}"})
+        expect(not os.path.exists(target), "a command that does not ask stays sandboxed", r)
+        r = await call(c, "run_shell_command", args)
+        expect(not r.is_error and "ran outside the sandbox" in text(r), "with the setting it runs outside, and says so", r)
+        expect(os.path.exists(target), "and reached the host")
+        expect(r.structured_content["sandboxed"] is False, "the result says it was not sandboxed", r)
+
+
 def containers() -> list[str]:
     """The containers of this workspace, running or not (cordon names them after it)."""
     base = "".join(c if c.isalnum() or c in "_.-" else "-" for c in os.path.basename(WS).lower())
@@ -446,6 +466,7 @@ async def main() -> None:
         await with_nobody_to_ask()
         await in_plan_mode()
         await with_the_sandbox_walls()
+        await asking_to_leave_the_sandbox()
         if mode == "auto":
             await an_answer_is_for_its_own_call()
     print("all checks passed", flush=True)
