@@ -374,10 +374,13 @@ impl Importer {
                 push(&mut self.fs().deny_write, ".".into());
                 self.skip("sandbox_mode = \"read-only\": carried as filesystem.deny_write = [\".\"] (the working directory read-only); the run's private /tmp stays writable");
             }
-            Some("danger-full-access") => self.skip(
-                "sandbox_mode = \"danger-full-access\": cordon always sandboxes; --network host and --allow-write give a run more",
-            ),
-            Some(other) => self.skip(format!("sandbox_mode = {other:?}: not a Codex mode cordon knows")),
+            Some("danger-full-access") => {
+                self.sandbox().enabled = Some(false);
+                self.skip("sandbox_mode = \"danger-full-access\": carried as sandbox.enabled = false, so exec, shell and mcp run commands outside the sandbox; `cordon run` itself still sandboxes");
+            }
+            Some(other) => self.skip(format!(
+                "sandbox_mode = {other:?}: not a Codex mode cordon knows"
+            )),
         }
         let Some(ww) = table
             .get("sandbox_workspace_write")

@@ -285,3 +285,24 @@ fn every_shipped_profile_reads() {
             .contains("read-only, workspace-write")
     );
 }
+
+/// Codex's "no sandbox" is the sandbox switched off for agents' commands, said as such.
+#[test]
+fn codex_full_access_switches_the_sandbox_off_and_says_what_still_holds() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, "sandbox_mode = \"danger-full-access\"\n").expect("write");
+    let imported = super::import::import(&path).expect("imports");
+    assert_eq!(
+        imported.settings.sandbox.as_ref().and_then(|s| s.enabled),
+        Some(false)
+    );
+    assert!(
+        imported
+            .not_carried
+            .iter()
+            .any(|n| n.contains("`cordon run` itself still sandboxes")),
+        "{:?}",
+        imported.not_carried
+    );
+}
