@@ -129,6 +129,20 @@ async fn latency(sink: SocketAddr, via: Option<SocketAddr>, n: usize) -> Vec<Dur
     times
 }
 
+/// CPU time this process (all its threads: client, server and proxy) has used, from
+/// `/proc/self/stat` (user plus system, in the kernel's USER_HZ of 100 per second).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    fields.iter().sum::<u64>() as f64 / 100.0
+}
+
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -154,19 +168,29 @@ fn main() {
         let sink = sink().await;
         let best = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
         let mut direct = Vec::new();
+        let cpu = cpu_seconds();
         for _ in 0..3 {
             direct.push(throughput(sink, None).await);
         }
+        let direct_cpu = (cpu_seconds() - cpu) / 3.0;
         println!("throughput, 1 GiB, best of 3: direct {:.0} MiB/s", best(&direct));
         let proxy = proxy(ProxyConfig::new(Rules::default()).tunnel_buffer);
         let mut tunnel = Vec::new();
+        let cpu = cpu_seconds();
         for _ in 0..3 {
             tunnel.push(throughput(sink, Some(proxy)).await);
         }
+        let tunnel_cpu = (cpu_seconds() - cpu) / 3.0;
         println!(
             "  through a CONNECT tunnel (splice between the sockets): {:.0} MiB/s ({:.0} % of direct)",
             best(&tunnel),
             100.0 * best(&tunnel) / best(&direct)
+        );
+        // What the tunnel costs in CPU, whatever the cores: the work per GiB moved, for
+        // client, server and (through the tunnel) proxy together.
+        println!(
+            "  CPU time per GiB (all threads): direct {direct_cpu:.2} s, through the tunnel {tunnel_cpu:.2} s ({:.0} % more)",
+            100.0 * (tunnel_cpu / direct_cpu - 1.0)
         );
 
         let d = latency(sink, None, 2000).await;
