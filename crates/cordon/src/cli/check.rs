@@ -260,9 +260,15 @@ impl Decider {
         policy: &super::PolicyFlags,
         sandbox: &super::run::SandboxFlags,
     ) -> anyhow::Result<Self> {
-        let engine = policy.engine()?;
-        let settings = sandbox.settings(policy.trust_workspace)?;
-        Ok(Decider::with_settings(engine, &settings))
+        Decider::for_runs_with(policy, &sandbox.settings(policy.trust_workspace)?)
+    }
+
+    /// As [`Decider::for_runs`], with those settings read already.
+    pub fn for_runs_with(
+        policy: &super::PolicyFlags,
+        settings: &crate::settings::Settings,
+    ) -> anyhow::Result<Self> {
+        Ok(Decider::with_settings(policy.engine()?, settings))
     }
 
     fn with_settings(engine: PolicyEngine, s: &crate::settings::Settings) -> Self {

@@ -418,8 +418,6 @@ pub struct Plan {
     pub hidden: Vec<PathBuf>,
     pub reopened: Vec<PathBuf>,
     pub unix_sockets: Vec<PathBuf>,
-    /// The patterns among the deny and allow paths, for asking about paths made later.
-    pub live: LivePatterns,
 }
 
 /// The `--deny-read`, `--allow-read` and `--deny-write` patterns, unexpanded.
@@ -474,18 +472,6 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     let hidden = resolve_all(&args.sandbox.deny_read, &cwd, Flag::DenyRead)?;
     let reopened = resolve_all(&args.sandbox.allow_read, &cwd, Flag::AllowRead)?;
     let unix_sockets = resolve_all(&args.sandbox.allow_unix_socket, &cwd, Flag::AllowUnixSocket)?;
-    let live = |list: &[PathBuf], flag| -> anyhow::Result<Vec<LivePattern>> {
-        let mut out = Vec::new();
-        for p in list {
-            out.extend(LivePattern::new(p, &cwd, flag)?);
-        }
-        Ok(out)
-    };
-    let live = LivePatterns {
-        hidden: live(&args.sandbox.deny_read, Flag::DenyRead)?,
-        reopened: live(&args.sandbox.allow_read, Flag::AllowRead)?,
-        read_only: live(&args.sandbox.deny_write, Flag::DenyWrite)?,
-    };
     Ok(Plan {
         argv,
         timeout,
@@ -496,17 +482,31 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         hidden,
         reopened,
         unix_sockets,
-        live,
     })
 }
 
 /// The plan a command run with these flags would get here, as the child `cordon run` of `exec`
-/// and `mcp` works it out from the same flags: for tools that touch files outside the sandbox
-/// (`cordon mcp`'s), which must keep to the same walls.
-pub fn plan_for(sandbox: &SandboxFlags) -> anyhow::Result<Plan> {
+/// and `mcp` works it out from the same flags, and the patterns among its deny and allow
+/// paths, unexpanded: for tools that touch files outside the sandbox (`cordon mcp`'s), which
+/// must keep to the same walls, also for paths made later.
+pub fn plan_for(sandbox: &SandboxFlags) -> anyhow::Result<(Plan, LivePatterns)> {
     let mut argv: Vec<OsString> = sandbox.to_args();
     argv.extend(["-c".into(), "true".into()]);
-    plan(&with_settings(parse_run_args(argv)?)?)
+    let args = with_settings(parse_run_args(argv)?)?;
+    let plan = plan(&args)?;
+    let live = |list: &[PathBuf], flag| -> anyhow::Result<Vec<LivePattern>> {
+        let mut out = Vec::new();
+        for p in list {
+            out.extend(LivePattern::new(p, &plan.cwd, flag)?);
+        }
+        Ok(out)
+    };
+    let live = LivePatterns {
+        hidden: live(&args.sandbox.deny_read, Flag::DenyRead)?,
+        reopened: live(&args.sandbox.allow_read, Flag::AllowRead)?,
+        read_only: live(&args.sandbox.deny_write, Flag::DenyWrite)?,
+    };
+    Ok((plan, live))
 }
 
 /// `cordon run`'s arguments read from a command line (without the program's name), for
@@ -541,7 +541,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         hidden,
         reopened,
         unix_sockets,
-        live: _,
     } = plan(&args)?;
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));

@@ -42,12 +42,12 @@ fn default_history() -> Option<PathBuf> {
 }
 
 pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
-    let decider = super::check::Decider::for_runs(&args.policy, &args.sandbox)?;
+    let settings = args.sandbox.settings(args.policy.trust_workspace)?;
+    let decider = super::check::Decider::for_runs_with(&args.policy, &settings)?;
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
     let options = args.policy.options();
-    let timeout =
-        super::run::each_run_timeout(&args.sandbox.settings(args.policy.trust_workspace)?);
+    let timeout = super::run::each_run_timeout(&settings);
     let network = if args.sandbox.host_network() {
         "host network"
     } else if args.sandbox.net.any_allowed() {

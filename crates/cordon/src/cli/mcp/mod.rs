@@ -226,14 +226,14 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
             bail!("--dry-run shows the engine's command for --backend docker, podman or container");
         }
     }
-    let decider = Decider::for_runs(&args.policy, &args.sandbox)?;
+    let decider = Decider::for_runs_with(&args.policy, &settings)?;
     // The walls each command's sandbox will have, for the file tools that work outside it.
-    let plan = super::run::plan_for(&args.sandbox)?;
+    let (plan, live) = super::run::plan_for(&args.sandbox)?;
     let walls = files::Walls {
         hidden: plan.hidden,
         reopened: plan.reopened,
         read_only: plan.read_only,
-        live: plan.live,
+        live,
     };
     let workspace = Workspace::new(decider.engine.environment(), walls);
     // Each command's `cordon run` reads the backend (and CORDON_SANDBOX) as this server did.

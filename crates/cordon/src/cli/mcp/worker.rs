@@ -234,7 +234,7 @@ pub fn launch(args: McpArgs) -> anyhow::Result<u8> {
     }
     let shown: Vec<PathBuf> = std::iter::once(real.clone())
         .chain(others.iter().cloned())
-        .chain(crate::cli::run::plan_for(&args.sandbox)?.writable)
+        .chain(crate::cli::run::plan_for(&args.sandbox)?.0.writable)
         .collect();
 
     let mut worker_argv: Vec<OsString> = binary.argv.iter().map(OsString::from).collect();
