@@ -28,6 +28,19 @@ mod shell;
 
 pub use setup::user_settings_dir;
 
+/// `FLAG VALUE` once per value: a list flag as handed to a child cordon (`exec`'s runs,
+/// `mcp`'s worker).
+fn push_each<T: AsRef<std::ffi::OsStr>>(
+    out: &mut Vec<std::ffi::OsString>,
+    flag: &str,
+    values: &[T],
+) {
+    for v in values {
+        out.push(flag.into());
+        out.push(v.as_ref().to_os_string());
+    }
+}
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};

@@ -14,6 +14,7 @@ use cordon_sandbox::{
 
 use super::paths::{Flag, LivePattern, resolve_all};
 use super::proxy::RunProxy;
+use super::push_each;
 use crate::settings::{self, Layer, LayerValues, Places, Sourced, all, some, value};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -174,30 +175,17 @@ impl SandboxFlags {
     /// `shell` runs in, less `--timeout`, which each run sets for itself.
     pub fn to_args(&self) -> Vec<OsString> {
         let mut out: Vec<OsString> = Vec::new();
-        let mut paths = |flag: &str, list: &[PathBuf]| {
-            for p in list {
-                out.push(flag.into());
-                out.push(p.into());
-            }
-        };
-        paths("--allow-write", &self.allow_write);
-        paths("--deny-write", &self.deny_write);
-        paths("--deny-read", &self.deny_read);
-        paths("--allow-read", &self.allow_read);
-        paths("--allow-unix-socket", &self.allow_unix_socket);
-        let mut pair = |flag: &str, value: String| {
-            out.push(flag.into());
-            out.push(value.into());
-        };
+        push_each(&mut out, "--allow-write", &self.allow_write);
+        push_each(&mut out, "--deny-write", &self.deny_write);
+        push_each(&mut out, "--deny-read", &self.deny_read);
+        push_each(&mut out, "--allow-read", &self.allow_read);
+        push_each(&mut out, "--allow-unix-socket", &self.allow_unix_socket);
         if let Network::Host = self.network {
-            pair("--network", "host".into());
+            push_each(&mut out, "--network", &["host"]);
         }
-        for k in &self.keep_env {
-            pair("--keep-env", k.clone());
-        }
-        for k in &self.deny_env {
-            pair("--deny-env", k.clone());
-        }
+        push_each(&mut out, "--keep-env", &self.keep_env);
+        push_each(&mut out, "--deny-env", &self.deny_env);
+        let mut pair = |flag: &str, value: String| push_each(&mut out, flag, &[value]);
         if let Some(n) = self.max_processes {
             pair("--max-processes", n.to_string());
         }

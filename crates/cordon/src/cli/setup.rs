@@ -9,7 +9,7 @@ use cordon_policy::{
 };
 use serde_json::Value;
 
-use super::{CallFlags, PolicyFlags};
+use super::{CallFlags, PolicyFlags, push_each};
 
 /// `/etc/cordon/policies`, unless a packager or a test points elsewhere. The directory is
 /// refused anyway if anyone but root can write it.
@@ -52,25 +52,13 @@ impl PolicyFlags {
         if self.non_interactive {
             out.push("--non-interactive".into());
         }
-        let mut paths = |flag: &str, list: &[PathBuf]| {
-            for p in list {
-                out.push(flag.into());
-                out.push(p.into());
-            }
-        };
-        paths("--policy-dir", &self.policy_dirs);
-        paths("--extension-policy-dir", &self.extension_dirs);
-        paths("--workspace", &self.workspaces);
-        paths("--default-policy-dir", &self.default_dirs);
-        let mut words = |flag: &str, list: &[String]| {
-            for w in list {
-                out.push(flag.into());
-                out.push(w.into());
-            }
-        };
-        words("--allowed-tool", &self.allowed_tools);
-        words("--exclude-tool", &self.excluded_tools);
-        words("--shell-tool", &self.shell_tools);
+        push_each(&mut out, "--policy-dir", &self.policy_dirs);
+        push_each(&mut out, "--extension-policy-dir", &self.extension_dirs);
+        push_each(&mut out, "--workspace", &self.workspaces);
+        push_each(&mut out, "--default-policy-dir", &self.default_dirs);
+        push_each(&mut out, "--allowed-tool", &self.allowed_tools);
+        push_each(&mut out, "--exclude-tool", &self.excluded_tools);
+        push_each(&mut out, "--shell-tool", &self.shell_tools);
         if self.trust_workspace {
             out.push("--trust-workspace".into());
         }
@@ -275,5 +263,61 @@ impl CallFlags {
             call.annotations = Some(parse_json_object("--annotations", a)?);
         }
         Ok(call)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::PolicyFlags;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        policy: PolicyFlags,
+    }
+
+    fn parse(args: &[std::ffi::OsString]) -> PolicyFlags {
+        let argv = std::iter::once("cordon".into()).chain(args.iter().cloned());
+        Wrapper::try_parse_from(argv).expect("parses").policy
+    }
+
+    /// `cordon mcp`'s worker must decide as its launcher: every flag arrives as given.
+    #[test]
+    fn every_policy_flag_survives_the_trip_to_a_worker() {
+        let given: Vec<std::ffi::OsString> = [
+            "--mode",
+            "autoEdit",
+            "--non-interactive",
+            "--policy-dir",
+            "/p one",
+            "--policy-dir",
+            "/p2",
+            "--extension-policy-dir",
+            "/e",
+            "--workspace",
+            "ws",
+            "--trust-workspace",
+            "--default-policy-dir",
+            "/d",
+            "--allowed-tool",
+            "run_shell_command(git status)",
+            "--exclude-tool",
+            "web_fetch",
+            "--shell-tool",
+            "bash",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        let flags = parse(&given);
+        let again = parse(&flags.to_args());
+        assert_eq!(format!("{flags:?}"), format!("{again:?}"));
+        let no_defaults = parse(&["--no-defaults".into()]);
+        assert_eq!(
+            format!("{no_defaults:?}"),
+            format!("{:?}", parse(&no_defaults.to_args()))
+        );
     }
 }
