@@ -1,8 +1,9 @@
 //! The proxy's cost, measured against a direct loopback connection in the same run:
 //! bulk throughput through a CONNECT tunnel, the latency a new connection adds, and the memory
 //! 1 000 open tunnels hold. The proxy runs on a thread of its own (it is a process of its own
-//! beside a sandbox); client and server share another. Run with `cargo bench -p cordon-net --bench proxy`; figures go in
-//! docs/BENCHMARKS.md.
+//! beside a sandbox). Throughput is measured twice: with client and server sharing a thread,
+//! and with each on a thread of its own, as two programs would be. Run with
+//! `cargo bench -p cordon-net --bench proxy`; figures go in docs/BENCHMARKS.md.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,35 +51,46 @@ async fn sink() -> SocketAddr {
     addr
 }
 
-/// A proxy on a thread of its own, as it runs in a process of its own beside a sandbox.
-fn proxy(tunnel_buffer: usize) -> SocketAddr {
+/// Runs `serve` on a thread of its own with a single-threaded runtime, as a program of its own
+/// would run, and returns the address it reports once listening.
+fn own_thread<F>(
+    serve: impl FnOnce(std::sync::mpsc::Sender<SocketAddr>) -> F + Send + 'static,
+) -> SocketAddr
+where
+    F: std::future::Future<Output = ()>,
+{
     let (tx_addr, rx_addr) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
-        rt.block_on(async move {
-            let rules = Rules {
-                allow: vec!["sink.test".parse().expect("rule")],
-                deny: Vec::new(),
-                allow_private_ips: true,
-            };
-            let mut config = ProxyConfig::new(rules);
-            config.tunnel_buffer = tunnel_buffer;
-            config
-                .resolve
-                .insert("sink.test".into(), vec!["127.0.0.1".parse().expect("ip")]);
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-            tokio::spawn(async move { while rx.recv().await.is_some() {} });
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            tx_addr
-                .send(listener.local_addr().expect("addr"))
-                .expect("send");
-            let _ = cordon_net::serve::tcp(Arc::new(Proxy::new(config, tx)), listener).await;
-        });
+        rt.block_on(serve(tx_addr));
     });
-    rx_addr.recv().expect("the proxy's address")
+    rx_addr.recv().expect("the address")
+}
+
+/// A proxy on a thread of its own, as it runs in a process of its own beside a sandbox.
+fn proxy(tunnel_buffer: usize) -> SocketAddr {
+    own_thread(move |tx_addr| async move {
+        let rules = Rules {
+            allow: vec!["sink.test".parse().expect("rule")],
+            deny: Vec::new(),
+            allow_private_ips: true,
+        };
+        let mut config = ProxyConfig::new(rules);
+        config.tunnel_buffer = tunnel_buffer;
+        config
+            .resolve
+            .insert("sink.test".into(), vec!["127.0.0.1".parse().expect("ip")]);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move { while rx.recv().await.is_some() {} });
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        tx_addr
+            .send(listener.local_addr().expect("addr"))
+            .expect("send");
+        let _ = cordon_net::serve::tcp(Arc::new(Proxy::new(config, tx)), listener).await;
+    })
 }
 
 /// A connection to the sink, directly or through a CONNECT tunnel.
@@ -113,6 +125,44 @@ async fn throughput(sink: SocketAddr, via: Option<SocketAddr>) -> f64 {
     let mut rest = Vec::new();
     let _ = s.read_to_end(&mut rest).await;
     BULK as f64 / start.elapsed().as_secs_f64() / (1 << 20) as f64
+}
+
+/// Runs of each kind, interleaved so that a change in the machine's load falls on both.
+const RUNS: usize = 10;
+
+/// Bulk throughput directly and through the tunnel, `RUNS` times each, alternating; prints the
+/// median and range of each, their ratio, and the CPU time per GiB.
+async fn bulk(sink: SocketAddr, proxy: SocketAddr) {
+    let (mut direct, mut tunnel) = (Vec::new(), Vec::new());
+    let (mut direct_cpu, mut tunnel_cpu) = (0.0, 0.0);
+    for _ in 0..RUNS {
+        for (via, rates, cpu) in [
+            (None, &mut direct, &mut direct_cpu),
+            (Some(proxy), &mut tunnel, &mut tunnel_cpu),
+        ] {
+            let before = cpu_seconds();
+            rates.push(throughput(sink, via).await);
+            *cpu += (cpu_seconds() - before) / RUNS as f64;
+        }
+    }
+    for v in [&mut direct, &mut tunnel] {
+        v.sort_by(f64::total_cmp);
+    }
+    let median = |v: &[f64]| (v[RUNS / 2 - 1] + v[RUNS / 2]) / 2.0;
+    println!(
+        "    direct: median {:.0} MiB/s ({:.0}-{:.0}), {direct_cpu:.2} s CPU per GiB",
+        median(&direct),
+        direct[0],
+        direct[RUNS - 1]
+    );
+    println!(
+        "    through a CONNECT tunnel (splice between the sockets): median {:.0} MiB/s ({:.0}-{:.0}), {:.0} % of direct; {tunnel_cpu:.2} s CPU per GiB ({:.0} % more)",
+        median(&tunnel),
+        tunnel[0],
+        tunnel[RUNS - 1],
+        100.0 * median(&tunnel) / median(&direct),
+        100.0 * (tunnel_cpu / direct_cpu - 1.0)
+    );
 }
 
 async fn latency(sink: SocketAddr, via: Option<SocketAddr>, n: usize) -> Vec<Duration> {
@@ -164,34 +214,23 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    // The same sink twice: on this thread with the client, and on a thread of its own.
+    let apart = own_thread(|tx| async move {
+        tx.send(sink().await).expect("send");
+        std::future::pending::<()>().await
+    });
     rt.block_on(async {
         let sink = sink().await;
-        let best = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
-        let mut direct = Vec::new();
-        let cpu = cpu_seconds();
-        for _ in 0..3 {
-            direct.push(throughput(sink, None).await);
-        }
-        let direct_cpu = (cpu_seconds() - cpu) / 3.0;
-        println!("throughput, 1 GiB, best of 3: direct {:.0} MiB/s", best(&direct));
         let proxy = proxy(ProxyConfig::new(Rules::default()).tunnel_buffer);
-        let mut tunnel = Vec::new();
-        let cpu = cpu_seconds();
-        for _ in 0..3 {
-            tunnel.push(throughput(sink, Some(proxy)).await);
-        }
-        let tunnel_cpu = (cpu_seconds() - cpu) / 3.0;
         println!(
-            "  through a CONNECT tunnel (splice between the sockets): {:.0} MiB/s ({:.0} % of direct)",
-            best(&tunnel),
-            100.0 * best(&tunnel) / best(&direct)
+            "throughput, 1 GiB per run, {RUNS} runs each; CPU time per GiB for all threads together:"
         );
-        // What the tunnel costs in CPU, whatever the cores: the work per GiB moved, for
-        // client, server and (through the tunnel) proxy together.
-        println!(
-            "  CPU time per GiB (all threads): direct {direct_cpu:.2} s, through the tunnel {tunnel_cpu:.2} s ({:.0} % more)",
-            100.0 * (tunnel_cpu / direct_cpu - 1.0)
-        );
+        println!("  client and server on one thread:");
+        bulk(sink, proxy).await;
+        // Two programs talking over loopback usually run on two cores, and then pay for the
+        // socket locks both cores take; this is that direct connection.
+        println!("  client and server on threads of their own, as separate programs run:");
+        bulk(apart, proxy).await;
 
         let d = latency(sink, None, 2000).await;
         let t = latency(sink, Some(proxy), 2000).await;
