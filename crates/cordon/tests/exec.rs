@@ -218,6 +218,27 @@ fn runs_go_on_at_once_and_each_reports_its_own_end() {
     c.finish();
 }
 
+#[test]
+fn an_exit_code_of_128_plus_n_is_not_taken_for_signal_n() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &[]);
+    c.send(&run("exit", "exit 130"));
+    c.send(&run("killed", "kill -INT $$"));
+    let exit = c.event("exited", "exit");
+    assert_eq!(
+        (exit["exit_code"].clone(), exit["signal"].clone()),
+        (json!(130), Value::Null),
+        "{exit}"
+    );
+    let killed = c.event("exited", "killed");
+    assert_eq!(
+        (killed["exit_code"].clone(), killed["signal"].clone()),
+        (json!(130), json!(2)),
+        "{killed}"
+    );
+    c.finish();
+}
+
 /// Cancels a command that ignores SIGTERM and leaves a child behind, and checks that nothing
 /// of it survives on the host.
 fn cancel_leaves_nothing_behind(mode: Mode) {

@@ -329,6 +329,37 @@ fn signals_to_cordon_reach_the_command() {
     assert_eq!(status.code(), Some(3), "the exit status is the command's");
 }
 
+/// `exit 143` and death by SIGTERM give the same exit status, 143; only the report tells
+/// them apart, in the full sandbox and in the fallback alike.
+#[test]
+fn the_report_tells_a_signal_from_an_exit_code_that_looks_like_one() {
+    for mode in [common::Mode::Namespaces, common::Mode::LandlockOnly] {
+        let Some(sb) = common::Sandbox::with_mode(mode) else {
+            return;
+        };
+        let report = sb.outside.join("report.json");
+        for (script, signal) in [
+            ("exit 143", serde_json::Value::Null),
+            ("kill -TERM $$", serde_json::json!(15)),
+            ("exit 3", serde_json::Value::Null),
+        ] {
+            let o = sb.run(&["--report", report.to_str().expect("utf-8"), "-c", script]);
+            let r: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&report).expect("report written"))
+                    .expect("JSON");
+            assert_eq!(r["signal"], signal, "{mode:?}, `{script}`: {r}");
+            let code = if script == "exit 3" { 3 } else { 143 };
+            assert_eq!(
+                o.status.code(),
+                Some(code),
+                "{mode:?}, `{script}`: {}",
+                stderr(&o)
+            );
+            assert_eq!(r["exit_code"], code, "{mode:?}, `{script}`: {r}");
+        }
+    }
+}
+
 #[test]
 fn doctor_reports_each_mechanism_and_agrees_with_run() {
     let o = Command::new(cordon_bin())

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::helper::{Channel, Failure, Never, become_command, report, tell};
+use super::helper::{Channel, Failure, Never, become_command, code_of, report, tell};
 use super::landlock_rules::{Reads, Walls, readable_except};
 use super::seccomp::Extra;
 use super::sys;
@@ -184,7 +184,7 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
     sys::kill_on_alarm(command, spec.limits.timeout).map_err(|e| Failure::io("timeout", e, ""))?;
     sys::die_with_parent(libc::SIGALRM).map_err(|e| Failure::io("die-with-parent", e, ""))?;
     let code = match sys::wait(command) {
-        Ok(Some((_, ended))) => ended.code(),
+        Ok(Some((_, ended))) => code_of(channel, ended),
         _ => i32::from(exit::SETUP_FAILED),
     };
     end_every_descendant();

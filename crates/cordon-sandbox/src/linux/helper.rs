@@ -49,6 +49,15 @@ pub(super) fn tell(channel: &mut Channel, kind: &str, fields: &[&str]) {
     }
 }
 
+/// The status to exit with after the process waited for ended as `ended`. A signal is also
+/// told over the channel: the exit code alone cannot tell `kill -INT` from `exit 130`.
+pub(super) fn code_of(errors: &mut Channel, ended: sys::Ended) -> i32 {
+    if let sys::Ended::Signaled(s) = ended {
+        tell(errors, "signaled", &[&s.to_string()]);
+    }
+    ended.code()
+}
+
 pub(super) fn report(errors: &mut Channel, f: &Failure) -> ! {
     tell(errors, "error", &[&f.0.to_string(), f.1, &f.2]);
     sys::exit_now(i32::from(f.0))
@@ -145,7 +154,7 @@ fn enter(
             sys::kill_on_alarm(init, spec.limits.timeout)
                 .map_err(|e| Failure::io("timeout", e, ""))?;
             let code = match sys::wait(init) {
-                Ok(Some((_, ended))) => ended.code(),
+                Ok(Some((_, ended))) => code_of(errors, ended),
                 _ => i32::from(exit::SETUP_FAILED),
             };
             if sys::alarm_fired() {
@@ -366,12 +375,11 @@ fn init(
         },
     };
     let _ = sys::forward_signals_to_group(command);
-    // Our copy of the error channel must not keep the parent waiting; the command's copy
-    // closes when it execs.
-    drop(errors.take());
+    // This process keeps its end of the channel to say how the command ended; the parent
+    // reads the channel to its end, which comes when this process exits with the command.
     loop {
         match sys::wait(-1) {
-            Ok(Some((pid, ended))) if pid == command => sys::exit_now(ended.code()),
+            Ok(Some((pid, ended))) if pid == command => sys::exit_now(code_of(errors, ended)),
             Ok(Some(_)) => continue,
             Ok(None) | Err(_) => sys::exit_now(i32::from(exit::SETUP_FAILED)),
         }

@@ -63,6 +63,9 @@ impl RunError {
 pub struct RunOutcome {
     /// The command's exit code, or 128 + N when a signal N killed it.
     pub code: i32,
+    /// The signal that ended the command, if one did (not after a timeout, whose kill is
+    /// cordon's own): a command may also exit with 128 + N itself.
+    pub signal: Option<i32>,
     pub timed_out: bool,
     /// What was enforced less strictly than asked, and how.
     pub weaker: Vec<String>,
@@ -89,6 +92,8 @@ enum Message {
     Restored(PathBuf),
     /// `timed-out`.
     TimedOut,
+    /// `signaled`, signal number: a signal ended the process the sender waited for.
+    Signaled(i32),
 }
 
 impl Message {
@@ -104,6 +109,7 @@ impl Message {
             "weaker" => Some(Message::Weaker(parts.next()?.to_string())),
             "restored" => Some(Message::Restored(PathBuf::from(parts.next()?))),
             "timed-out" => Some(Message::TimedOut),
+            "signaled" => parts.next()?.parse().ok().map(Message::Signaled),
             _ => None,
         }
     }
@@ -388,6 +394,7 @@ fn finish(
 
     let mut outcome = RunOutcome {
         code: ended.map_or(i32::from(exit::SETUP_FAILED), |(_, e)| e.code()),
+        signal: None,
         timed_out: false,
         weaker: Vec::new(),
         restored: Vec::new(),
@@ -408,7 +415,17 @@ fn finish(
                 outcome.timed_out = true;
                 outcome.code = i32::from(exit::TIMEOUT);
             }
+            // The innermost process that saw a signal tells first: the command's.
+            Message::Signaled(s) => {
+                outcome.signal.get_or_insert(s);
+            }
         }
+    }
+    if let Some((_, sys::Ended::Signaled(s))) = ended {
+        outcome.signal.get_or_insert(s);
+    }
+    if outcome.timed_out {
+        outcome.signal = None;
     }
     Ok(outcome)
 }

@@ -52,6 +52,9 @@ impl Default for Programs {
 pub struct Ended {
     /// The command's exit code, or 128 + N when a signal N killed it.
     pub code: i32,
+    /// The signal that ended the command, if one did (not after a timeout, whose kill is
+    /// cordon's own).
+    pub signal: Option<i32>,
     pub timed_out: bool,
     /// What Seatbelt denied, from the kernel's log; looked up only when the command failed,
     /// because reading the log takes a noticeable moment.
@@ -141,6 +144,7 @@ fn run_in(
     };
     Ok(Ended {
         code,
+        signal: status.signal().filter(|_| !timed_out),
         timed_out,
         violations,
     })

@@ -353,24 +353,26 @@ fn run_seatbelt(
     );
     let undone = guard.undo();
     let mut blocked: Vec<Violation> = undone.iter().map(Violation::from).collect();
-    let (code, timed_out, error) = match &result {
+    let end = match &result {
         Ok(ended) => {
             blocked.extend(ended.violations.iter().cloned());
             if ended.timed_out {
                 eprintln!("cordon: the command ran longer than --timeout and was killed");
             }
-            (
-                u8::try_from(ended.code).unwrap_or(u8::MAX),
-                ended.timed_out,
-                None,
-            )
+            super::run::End {
+                code: u8::try_from(ended.code).unwrap_or(u8::MAX),
+                signal: ended.signal,
+                timed_out: ended.timed_out,
+                error: None,
+            }
         }
         Err(e) => {
             eprintln!("cordon: {e}");
-            (e.exit_code(), false, Some(e.to_string()))
+            super::run::End::failed(e.exit_code(), e.to_string())
         }
     };
-    super::run::tell_what_happened(&blocked, &weaker, code, timed_out, error, run.report, false)?;
+    let code = end.code;
+    super::run::tell_what_happened(&blocked, &weaker, end, run.report, false)?;
     Ok(code)
 }
 
@@ -416,6 +418,7 @@ mod not_linux {
     #[derive(Debug)]
     pub struct RunOutcome {
         pub code: i32,
+        pub signal: Option<i32>,
         pub timed_out: bool,
         pub weaker: Vec<String>,
         pub restored: Vec<PathBuf>,

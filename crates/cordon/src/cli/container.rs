@@ -621,7 +621,14 @@ pub fn run_container(
     let refused = proxy.map(|p| p.finish()).unwrap_or_default();
     let (code, timed_out) = ended?;
     let blocked: Vec<Violation> = refused.iter().map(Violation::from).collect();
-    super::run::tell_what_happened(&blocked, &[], code, timed_out, None, run.report, false)?;
+    // The engine reports a signal as 128 + N, which an exit code of its own looks like too.
+    let end = super::run::End {
+        code,
+        signal: None,
+        timed_out,
+        error: None,
+    };
+    super::run::tell_what_happened(&blocked, &[], end, run.report, false)?;
     Ok(code)
 }
 

@@ -691,32 +691,55 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             })
         })
         .collect();
-    let (code, timed_out, error) = match &result {
+    let end = match &result {
         Ok(outcome) => {
             if outcome.timed_out && !args.report_only {
                 eprintln!("cordon: the command ran longer than --timeout and was killed");
             }
-            (
-                u8::try_from(outcome.code).unwrap_or(u8::MAX),
-                outcome.timed_out,
-                None,
-            )
+            End {
+                code: u8::try_from(outcome.code).unwrap_or(u8::MAX),
+                signal: outcome.signal,
+                timed_out: outcome.timed_out,
+                error: None,
+            }
         }
         Err(e) => {
             eprintln!("cordon: {e}");
-            (e.exit_code(), false, Some(e.to_string()))
+            End::failed(e.exit_code(), e.to_string())
         }
     };
+    let code = end.code;
     tell_what_happened(
         &blocked,
         weaker,
-        code,
-        timed_out,
-        error,
+        end,
         args.report.as_deref(),
         args.report_only,
     )?;
     Ok(code)
+}
+
+/// How a run ended, on any backend, as `--report` gives it.
+pub(super) struct End {
+    /// `cordon run`'s own exit status.
+    pub code: u8,
+    /// The signal that ended the command, where the backend can tell one from an exit code
+    /// of 128 + N (container engines cannot).
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    /// Why the sandbox could not be set up.
+    pub error: Option<String>,
+}
+
+impl End {
+    pub fn failed(code: u8, error: String) -> End {
+        End {
+            code,
+            signal: None,
+            timed_out: false,
+            error: Some(error),
+        }
+    }
 }
 
 /// After a run, on any backend: what the sandbox blocked, in a marked block on stderr, and
@@ -724,9 +747,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
 pub(super) fn tell_what_happened(
     blocked: &[Violation],
     weaker: &[String],
-    code: u8,
-    timed_out: bool,
-    error: Option<String>,
+    end: End,
     report: Option<&Path>,
     report_only: bool,
 ) -> anyhow::Result<()> {
@@ -739,9 +760,10 @@ pub(super) fn tell_what_happened(
     }
     if let Some(path) = report {
         let report = serde_json::json!({
-            "exit_code": code,
-            "timed_out": timed_out,
-            "setup_error": error,
+            "exit_code": end.code,
+            "signal": end.signal,
+            "timed_out": end.timed_out,
+            "setup_error": end.error,
             "weaker": weaker,
             "blocked": blocked,
         });

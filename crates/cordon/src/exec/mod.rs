@@ -147,7 +147,7 @@ pub struct RunResult {
     /// found).
     pub exit_code: i32,
     /// The signal that ended the command (or `cordon run` itself, when a cancel had to kill
-    /// it), where the status says so.
+    /// it), where the sandbox can tell (a container engine reports 128 + N either way).
     pub signal: Option<i32>,
     pub cancelled: bool,
     pub timed_out: bool,
@@ -528,9 +528,6 @@ impl Run {
             },
             Err(_) => (i32::from(cordon_sandbox::exit::SETUP_FAILED), None),
         };
-        if signal.is_none() && (129..=128 + 64).contains(&exit_code) {
-            signal = Some(exit_code - 128);
-        }
         let report: serde_json::Value = std::fs::read(&self.report)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
@@ -546,6 +543,8 @@ impl Run {
             && signal.is_none()
         {
             exit_code = c as i32;
+            // Only the sandbox knows whether 128 + N was signal N or the command's own exit.
+            signal = report["signal"].as_i64().map(|s| s as i32);
         }
         let strings = |v: &serde_json::Value| -> Vec<String> {
             v.as_array()
