@@ -90,6 +90,49 @@ fn the_end_of_input_stops_what_runs_and_cordon_exits() {
     assert_eq!(pgrep(), "", "processes survived the end of input");
 }
 
+/// A question pending when the client closes its input is answered no at once: no answer can
+/// come any more. (rmcp would otherwise let the handler wait 5 s, then drop its result.)
+#[test]
+fn a_question_pending_at_the_end_of_input_is_answered_no() {
+    let Some(sb) = Sandbox::new() else { return };
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        // The built-in policy asks before `touch`.
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell_command","arguments":{"command":"touch asked-about"}}}"#,
+    ];
+    let mut child = Command::new(cordon_bin())
+        .arg("mcp")
+        .current_dir(&sb.ws)
+        .env("XDG_CONFIG_HOME", sb.outside.join("config"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start cordon mcp");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all((lines.join("\n") + "\n").as_bytes())
+            .expect("write");
+    }
+    let out = child.wait_with_output().expect("wait for cordon mcp");
+    let out = String::from_utf8_lossy(&out.stdout);
+    let answer = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["id"] == 2 && v.get("result").is_some())
+        .unwrap_or_else(|| panic!("no answer to the call: {out}"));
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(
+        answer
+            .to_string()
+            .contains("closed its input before the user answered"),
+        "{answer}"
+    );
+    assert!(!sb.ws.join("asked-about").exists(), "the command ran");
+}
+
 /// A workspace for the container tests with a name of its own, so that each test's containers
 /// can be told apart (cordon names them `cordon-<directory>-<random>`), and beside it a
 /// directory outside the workspace and the user's config directory.

@@ -8,6 +8,7 @@
 //! `--backend docker|podman` the whole server runs in a container instead (worker.rs).
 
 mod files;
+mod input;
 mod worker;
 
 use std::collections::{BTreeMap, HashMap};
@@ -206,6 +207,8 @@ struct Server {
     /// The container this server runs in (`--worker`): it is the sandbox, so commands run
     /// in it directly.
     container: Option<String>,
+    /// Whether the client has closed standard input: then nobody can answer a question.
+    input_ended: input::Ended,
 }
 
 pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
@@ -243,6 +246,7 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
     }
     let runner = Runner::new(run_args).context("cannot make a directory for run reports")?;
     let runs = Arc::new(Runs::default());
+    let (stdin, input_ended) = input::Watched::new(tokio::io::stdin());
     let server = Server {
         decider: Arc::new(decider),
         options: args.policy.options(),
@@ -255,6 +259,7 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
         asked: Arc::default(),
         next_question: Arc::default(),
         container,
+        input_ended,
     };
 
     // Ended by a signal (the agent went away): every run is cancelled, so that no sandbox is
@@ -278,7 +283,7 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
         .context("cannot start the async runtime")?;
     let served = rt.block_on(async {
         let service = server
-            .serve(rmcp::transport::stdio())
+            .serve((stdin, tokio::io::stdout()))
             .await
             .context("the MCP session did not start")?;
         service.waiting().await.context("the MCP session failed")?;
@@ -566,6 +571,7 @@ impl Server {
                 Err(e) => Err(format!("asking the user failed ({e}), so no")),
             },
             _ = context.ct.cancelled() => Err("cancelled while waiting for the user's answer".into()),
+            () = self.input_ended.wait() => Err("the client closed its input before the user answered, so no".into()),
         }
     }
 
