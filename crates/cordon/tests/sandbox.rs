@@ -361,6 +361,20 @@ fn the_report_tells_a_signal_from_an_exit_code_that_looks_like_one() {
 }
 
 #[test]
+fn report_dash_goes_to_standard_output_after_the_commands_own() {
+    let Some(sb) = Sandbox::new() else { return };
+    let o = sb.run(&["--report", "-", "-c", "echo from-the-command; exit 5"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let json = out
+        .strip_prefix("from-the-command\n")
+        .unwrap_or_else(|| panic!("the command's output first: {out:?}"));
+    let r: serde_json::Value = serde_json::from_str(json).expect("then the report, as JSON");
+    assert_eq!(r["exit_code"], 5, "{r}");
+    assert!(!sb.ws.join("-").exists(), "a file named - was written");
+}
+
+#[test]
 fn doctor_reports_each_mechanism_and_agrees_with_run() {
     let o = Command::new(cordon_bin())
         .args(["doctor", "--json"])

@@ -107,7 +107,8 @@ pub struct RunArgs {
     /// `ignore_violations` from the settings: denials not worth reporting.
     #[arg(skip)]
     ignore_violations: cordon_sandbox::seatbelt::IgnoreViolations,
-    /// Write what happened (exit code, timeout, what the sandbox blocked) as JSON to this file.
+    /// Write what happened (exit code, timeout, what the sandbox blocked) as JSON to this file,
+    /// or with `-` to standard output once the command has ended.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
     /// What the sandbox blocked and what is weaker than asked go only to --report, not to
@@ -767,8 +768,14 @@ pub(super) fn tell_what_happened(
             "weaker": weaker,
             "blocked": blocked,
         });
-        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
-            .with_context(|| format!("--report {}: cannot write the report", path.display()))?;
+        let mut text = serde_json::to_vec_pretty(&report)?;
+        let written = if path == Path::new("-") {
+            text.push(b'\n');
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &text)
+        } else {
+            std::fs::write(path, text)
+        };
+        written.with_context(|| format!("--report {}: cannot write the report", path.display()))?;
     }
     Ok(())
 }
