@@ -846,6 +846,19 @@ fn exec_follows_settings_edited_while_it_runs() {
     assert_eq!(c.event("decision", "after")["sandboxed"], false);
     c.event("exited", "after");
     assert!(target.exists(), "the edited settings were not followed");
+    // The time limit as well, for a run outside the sandbox, which has no child to read it.
+    std::fs::write(
+        &file,
+        "[sandbox]\nexcluded_commands = [\"sleep\"]\n[limits]\ntimeout = 1\n",
+    )
+    .expect("write");
+    c.send(&run("limited", "sleep 30"));
+    let limited = c.event("exited", "limited");
+    assert_eq!(
+        (limited["sandboxed"].clone(), limited["timed_out"].clone()),
+        (json!(false), json!(true)),
+        "{limited}"
+    );
     std::fs::write(&file, "[sandbox]\nexcluded_comands = [\"touch\"]\n").expect("write");
     c.send(&run("broken", "true"));
     let e = c.wait_for("error", |v| v["type"] == "error" && v["id"] == "broken");

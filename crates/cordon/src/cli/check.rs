@@ -245,6 +245,8 @@ pub struct Decider {
     /// Where `sandbox.auto_allow_if_sandboxed = true` came from, if it is on.
     auto_allow: Option<String>,
     pub placer: Placer,
+    /// `limits.timeout` (or `--timeout`), for runs that do not give their own.
+    pub timeout: Option<std::time::Duration>,
 }
 
 impl Decider {
@@ -280,6 +282,7 @@ impl Decider {
                 .filter(|v| v.value)
                 .map(|v| v.from.to_string()),
             placer: Placer::from_settings(s),
+            timeout: super::run::each_run_timeout(s),
         }
     }
 

@@ -221,8 +221,6 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     let mut decider = super::check::LiveDecider::new(&args.policy, Some(&args.sandbox))?;
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
-    let default_timeout =
-        super::run::each_run_timeout(&args.sandbox.settings(args.policy.trust_workspace)?);
     let (events, queue) = sync_channel::<Value>(EVENT_QUEUE);
     let writer = std::thread::spawn(move || write_events(queue));
     let shared = Arc::new(Shared {
@@ -272,10 +270,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     let mut input = std::io::stdin().lock();
     let mut line = Vec::new();
     let mut n = 0;
-    let defaults = Defaults {
-        options: args.policy.options(),
-        timeout: default_timeout,
-    };
+    let defaults = args.policy.options();
     loop {
         n += 1;
         let Some(complete) = read_line(&mut input, &mut line)? else {
@@ -320,11 +315,6 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     drop(slots);
     shared.drain(None);
     Ok(exit::OK)
-}
-
-struct Defaults {
-    options: cordon_policy::CheckOptions,
-    timeout: Option<Duration>,
 }
 
 fn error_event(id: Option<&str>, line: usize, message: &str) -> Value {
@@ -372,7 +362,7 @@ type Refusal = (Option<String>, String);
 fn handle(
     shared: &Arc<Shared>,
     decider: &mut super::check::LiveDecider<'_>,
-    defaults: &Defaults,
+    defaults: &cordon_policy::CheckOptions,
     text: &str,
 ) -> Result<(), Refusal> {
     let mut value: Value =
@@ -396,8 +386,8 @@ fn handle(
         let id = id.clone().unwrap_or_default();
         object.remove("type");
         object.remove("id");
-        let (call, mode) = parse_call(value, defaults.options.mode).map_err(fail)?;
-        let mut opts = defaults.options;
+        let (call, mode) = parse_call(value, defaults.mode).map_err(fail)?;
+        let mut opts = *defaults;
         opts.mode = mode;
         let outcome = decider.check(&call, opts);
         shared.send(decision_event(&id, &outcome));
@@ -422,7 +412,7 @@ fn handle(
             // Only deciding waits for files that load: a cancel must work while they do not.
             let decider = decider.current().map_err(|e| (Some(id.clone()), e))?;
             let mode = match mode {
-                None => defaults.options.mode,
+                None => defaults.mode,
                 Some(m) => ApprovalMode::parse(&m).ok_or_else(|| {
                     fail(format!(
                         "unknown mode `{m}`; use default, autoEdit, plan or yolo"
@@ -430,7 +420,8 @@ fn handle(
                 })?,
             };
             let timeout = match timeout {
-                None => defaults.timeout,
+                // The settings' limit as they are now: edits to them apply to the next run.
+                None => decider.timeout,
                 Some(t) if t > 0.0 && t.is_finite() => Some(Duration::from_secs_f64(t)),
                 Some(_) => {
                     return Err(fail(
@@ -495,7 +486,7 @@ fn handle(
                 );
             }
             let call = ToolCall::new("run_shell_command", json!({ "command": command }));
-            let mut check = defaults.options;
+            let mut check = *defaults;
             check.mode = mode;
             let outcome = match placement {
                 Ok(p) => decider.check_placed(&call, check, Some(&p)),

@@ -42,12 +42,10 @@ fn default_history() -> Option<PathBuf> {
 }
 
 pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
-    let settings = args.sandbox.settings(args.policy.trust_workspace)?;
-    let decider = super::check::Decider::for_runs_with(&args.policy, &settings)?;
+    let decider = super::check::Decider::for_runs(&args.policy, &args.sandbox)?;
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
     let options = args.policy.options();
-    let timeout = super::run::each_run_timeout(&settings);
     let network = if args.sandbox.host_network() {
         "host network"
     } else if args.sandbox.net.any_allowed() {
@@ -150,7 +148,7 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
         }
         let opts = RunOptions {
             io: Io::Inherit,
-            timeout,
+            timeout: decider.timeout,
             blocked_on_stderr: true,
             placement,
             ..RunOptions::new(line)

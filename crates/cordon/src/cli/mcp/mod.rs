@@ -198,7 +198,6 @@ struct Server {
     options: CheckOptions,
     runner: Arc<Runner>,
     workspace: Arc<Workspace>,
-    timeout: Option<Duration>,
     runs: Arc<Runs>,
     /// Questions asked in the multi-round-trip form (2026-07-28), by the `requestState` the
     /// client echoes with its answer: each is the call it is about, and is answered once.
@@ -252,9 +251,6 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
         options: args.policy.options(),
         runner: Arc::new(runner),
         workspace: Arc::new(workspace),
-        // Merged with the settings: a run outside `cordon run` (in cordon's container, or
-        // placed outside the sandbox) has no child to read them.
-        timeout: super::run::each_run_timeout(&settings),
         runs: Arc::clone(&runs),
         asked: Arc::default(),
         next_question: Arc::default(),
@@ -590,7 +586,9 @@ impl Server {
             command: a.command.clone(),
             cwd: Some(cwd),
             io: Io::Pipes(Input::Null),
-            timeout: self.timeout,
+            // Merged with the settings: a run outside `cordon run` (in cordon's container, or
+            // placed outside the sandbox) has no child to read them.
+            timeout: self.decider.timeout,
             keep: OutputLimit::default(),
             blocked_on_stderr: false,
             // In cordon's container, the container is the sandbox: a second one inside it
