@@ -90,33 +90,43 @@ fn the_end_of_input_stops_what_runs_and_cordon_exits() {
     assert_eq!(pgrep(), "", "processes survived the end of input");
 }
 
+/// A raw client's first two messages, declaring that it can answer questions.
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+/// Runs `cmd` as an MCP server that gets `lines` and then the end of its input.
+fn serve_lines(mut cmd: Command, lines: &[&str]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start cordon mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all((lines.join("\n") + "\n").as_bytes())
+        .expect("write");
+    drop(stdin);
+    child.wait_with_output().expect("wait for cordon mcp")
+}
+
 /// A question pending when the client closes its input is answered no at once: no answer can
 /// come any more. (rmcp would otherwise let the handler wait 5 s, then drop its result.)
 #[test]
 fn a_question_pending_at_the_end_of_input_is_answered_no() {
     let Some(sb) = Sandbox::new() else { return };
     let lines = [
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}"#,
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        INITIALIZE,
+        INITIALIZED,
         // The built-in policy asks before `touch`.
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_shell_command","arguments":{"command":"touch asked-about"}}}"#,
     ];
-    let mut child = Command::new(cordon_bin())
-        .arg("mcp")
+    let mut cmd = Command::new(cordon_bin());
+    cmd.arg("mcp")
         .current_dir(&sb.ws)
-        .env("XDG_CONFIG_HOME", sb.outside.join("config"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("start cordon mcp");
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin
-            .write_all((lines.join("\n") + "\n").as_bytes())
-            .expect("write");
-    }
-    let out = child.wait_with_output().expect("wait for cordon mcp");
+        .env("XDG_CONFIG_HOME", sb.outside.join("config"));
+    let out = serve_lines(cmd, &lines);
     let out = String::from_utf8_lossy(&out.stdout);
     let answer = out
         .lines()
@@ -624,6 +634,34 @@ fn an_unprivileged_users_files_are_theirs_on_the_host() {
 
 /// A missing engine, an unreachable one and a bad image name each stop `cordon mcp --backend`
 /// before it serves, with what to do on standard error and nothing on the MCP stream.
+/// The launcher and the server it starts in the container both work out the sandbox's paths;
+/// a pattern that matches nothing is still said once.
+fn warnings_are_said_once_with_the_server_in_a_container(engine: Eng) {
+    let Some(p) = Project::new(engine) else {
+        return;
+    };
+    let pattern = format!("{}/**/*.cordon-matches-none", p.ws().display());
+    let out = serve_lines(
+        p.mcp(&["--deny-read", &pattern]),
+        &[INITIALIZE, INITIALIZED],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out)
+        .matches("cordon-matches-none: matches nothing")
+        .count();
+    assert_eq!(said, 1, "said {said} times:\n{}", stderr(&out));
+}
+
+#[test]
+fn warnings_are_said_once_with_the_server_in_docker() {
+    warnings_are_said_once_with_the_server_in_a_container(Eng::Docker);
+}
+
+#[test]
+fn warnings_are_said_once_with_the_server_in_podman() {
+    warnings_are_said_once_with_the_server_in_a_container(Eng::Podman);
+}
+
 #[test]
 fn engine_and_image_problems_are_said_before_serving() {
     let said = |mut cmd: Command, says: &str| {

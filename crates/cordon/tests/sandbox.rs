@@ -361,6 +361,18 @@ fn the_report_tells_a_signal_from_an_exit_code_that_looks_like_one() {
 }
 
 #[test]
+fn a_pattern_that_matches_nothing_is_said_once() {
+    let Some(sb) = Sandbox::new() else { return };
+    let pattern = format!("{}/**/*.cordon-matches-none", sb.ws.display());
+    let o = sb.run(&["--deny-read", &pattern, "--", "true"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = stderr(&o)
+        .matches("cordon-matches-none: matches nothing")
+        .count();
+    assert_eq!(said, 1, "said {said} times: {}", stderr(&o));
+}
+
+#[test]
 fn report_dash_goes_to_standard_output_after_the_commands_own() {
     let Some(sb) = Sandbox::new() else { return };
     let o = sb.run(&["--report", "-", "-c", "echo from-the-command; exit 5"]);

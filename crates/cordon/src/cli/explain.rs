@@ -23,6 +23,8 @@ pub struct ExplainArgs {
 pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
     let decider = super::check::Decider::for_runs(&args.policy, &args.run.sandbox)?;
     let run = with_settings(args.run)?;
+    let plan = plan(&run)?;
+    plan.warn();
     let Plan {
         argv,
         cwd,
@@ -33,7 +35,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         unix_sockets,
         timeout,
         ..
-    } = plan(&run)?;
+    } = plan;
     // The policy sees what an agent would hand it: the command as one shell string.
     let command = match run.shell() {
         Some(s) => s.to_string(),

@@ -56,16 +56,20 @@ const CAPS: Caps = Caps {
     matches: 1_000,
 };
 
-/// Every path of `paths`, resolved for `flag`, without duplicates; warnings go to stderr.
-pub fn resolve_all(paths: &[PathBuf], cwd: &Path, flag: Flag) -> anyhow::Result<Vec<PathBuf>> {
+/// Every path of `paths`, resolved for `flag`, without duplicates; what deserves a warning is
+/// added to `warnings`.
+pub fn resolve_all(
+    paths: &[PathBuf],
+    cwd: &Path,
+    flag: Flag,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<Vec<PathBuf>> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut seen = HashSet::new();
     let mut all = Vec::new();
     for path in paths {
         let resolved = resolve(path, cwd, home.as_deref(), flag, CAPS)?;
-        for warning in &resolved.warnings {
-            eprintln!("cordon: warning: {warning}");
-        }
+        warnings.extend(resolved.warnings);
         for p in resolved.paths {
             if seen.insert(p.clone()) {
                 all.push(p);
@@ -947,7 +951,7 @@ mod tests {
     fn every_flag_dedups_across_its_patterns() {
         let t = Tree::new(&["a.pem", "b.pem"]);
         let pats = [PathBuf::from("*.pem"), PathBuf::from("a.pem")];
-        let all = resolve_all(&pats, &t.root, Flag::DenyRead).expect("resolves");
+        let all = resolve_all(&pats, &t.root, Flag::DenyRead, &mut Vec::new()).expect("resolves");
         assert_eq!(all, [t.root.join("a.pem"), t.root.join("b.pem")]);
     }
 }

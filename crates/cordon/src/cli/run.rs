@@ -407,6 +407,17 @@ pub struct Plan {
     pub hidden: Vec<PathBuf>,
     pub reopened: Vec<PathBuf>,
     pub unix_sockets: Vec<PathBuf>,
+    /// Patterns that matched nothing or too much: for the user, once per command they typed
+    /// (the worker of `mcp --backend` plans again what its launcher has planned and said).
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    pub fn warn(&self) {
+        for w in &self.warnings {
+            eprintln!("cordon: warning: {w}");
+        }
+    }
 }
 
 /// The `--deny-read`, `--allow-read` and `--deny-write` patterns, unexpanded.
@@ -432,8 +443,13 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     };
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = std::fs::canonicalize(&cwd).context("cannot resolve the current directory")?;
-    let mut writable = resolve_all(&args.sandbox.allow_write, &cwd, Flag::AllowWrite)?;
-    let mut read_only = resolve_all(&args.sandbox.deny_write, &cwd, Flag::DenyWrite)?;
+    let mut warnings = Vec::new();
+    let mut resolve = |paths: &[PathBuf], flag| resolve_all(paths, &cwd, flag, &mut warnings);
+    let mut writable = resolve(&args.sandbox.allow_write, Flag::AllowWrite)?;
+    let mut read_only = resolve(&args.sandbox.deny_write, Flag::DenyWrite)?;
+    let hidden = resolve(&args.sandbox.deny_read, Flag::DenyRead)?;
+    let reopened = resolve(&args.sandbox.allow_read, Flag::AllowRead)?;
+    let unix_sockets = resolve(&args.sandbox.allow_unix_socket, Flag::AllowUnixSocket)?;
     // In a linked git worktree, `git commit` writes into the main repository's objects and
     // refs; allow those, not its config or hooks.
     writable.extend(linked_worktree_writable(&cwd));
@@ -458,9 +474,6 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
             })
             .cloned(),
     );
-    let hidden = resolve_all(&args.sandbox.deny_read, &cwd, Flag::DenyRead)?;
-    let reopened = resolve_all(&args.sandbox.allow_read, &cwd, Flag::AllowRead)?;
-    let unix_sockets = resolve_all(&args.sandbox.allow_unix_socket, &cwd, Flag::AllowUnixSocket)?;
     Ok(Plan {
         argv,
         timeout,
@@ -471,6 +484,7 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         hidden,
         reopened,
         unix_sockets,
+        warnings,
     })
 }
 
@@ -520,6 +534,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         // lasts as long as its client.
         args.sandbox.timeout = None;
     }
+    let plan = plan(&args)?;
+    plan.warn();
     let Plan {
         argv,
         timeout,
@@ -530,7 +546,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         hidden,
         reopened,
         unix_sockets,
-    } = plan(&args)?;
+        warnings: _,
+    } = plan;
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
     let (mut env, _removed) = filter_environment(vars, &args.sandbox.keep_env);

@@ -231,6 +231,10 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
     let decider = Decider::for_runs_with(&args.policy, &settings)?;
     // The walls each command's sandbox will have, for the file tools that work outside it.
     let (plan, live) = super::run::plan_for(&args.sandbox)?;
+    if container.is_none() {
+        // In a container, the launcher has said them already.
+        plan.warn();
+    }
     let walls = files::Walls {
         hidden: plan.hidden,
         reopened: plan.reopened,

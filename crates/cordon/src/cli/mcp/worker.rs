@@ -232,9 +232,11 @@ pub fn launch(args: McpArgs) -> anyhow::Result<u8> {
             others.push(w);
         }
     }
+    // Not warned about here: `cordon run`'s launcher below says what its plan warns of.
+    let (plan, _) = crate::cli::run::plan_for(&args.sandbox)?;
     let shown: Vec<PathBuf> = std::iter::once(real.clone())
         .chain(others.iter().cloned())
-        .chain(crate::cli::run::plan_for(&args.sandbox)?.0.writable)
+        .chain(plan.writable)
         .collect();
 
     let mut worker_argv: Vec<OsString> = binary.argv.iter().map(OsString::from).collect();
