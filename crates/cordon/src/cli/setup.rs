@@ -180,22 +180,9 @@ impl PolicyFlags {
     /// A fingerprint of every file the engine is built from (policy directories, settings
     /// layers): a long-running `check --jsonl` rebuilds its engine when it changes.
     pub fn fingerprint(&self) -> u64 {
-        let Ok(env) = self.environment() else {
-            return 0;
-        };
-        let Ok(sources) = self.sources_without_settings(&env) else {
-            return 0;
-        };
-        let places = crate::settings::Places::from(&env.cwd);
-        let dirs = sources
-            .user_dirs
-            .iter()
-            .chain(&sources.extension_dirs)
-            .chain(&sources.default_dirs)
-            .chain(&sources.workspace_dirs)
-            .chain(sources.admin_dir.as_ref())
-            .map(PathBuf::as_path);
-        crate::settings::fingerprint(dirs.chain(places.files()))
+        self.source_paths().map_or(0, |paths| {
+            crate::settings::fingerprint(paths.iter().map(PathBuf::as_path))
+        })
     }
 
     /// Loads every source and builds the engine; a policy that does not load is a bad call.
