@@ -90,6 +90,38 @@ def running(marker: str) -> str:
     return "\n".join(l for l in out.stdout.splitlines() if "pgrep" not in l)
 
 
+async def cancel_a_long_run(c: Client) -> None:
+    """Starts a command that ignores SIGTERM and leaves a child, cancels the call once its
+    output says it is ready, and checks that nothing of it is left running."""
+    command = f"trap '' TERM; sleep {MARKER} & echo ready; wait; wait"
+    started = anyio.Event()
+
+    async def on_ready(_p: float, _t: float | None, message: str | None) -> None:
+        if message and "ready" in message:
+            started.set()
+
+    t0 = time.monotonic()
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+
+            async def cancel_when_ready() -> None:
+                with anyio.fail_after(PATIENCE):
+                    await started.wait()
+                expect(bool(running(f"sleep {MARKER}")), "the long command runs", running(f"sleep {MARKER}"))
+                scope.cancel()
+
+            tg.start_soon(cancel_when_ready)
+            await call(c, "run_shell_command", {"command": command}, progress_callback=on_ready)
+            raise AssertionError("the long command ended on its own")
+    expect(scope.cancelled_caught, "the client cancelled the call")
+    left = running(f"sleep {MARKER}")
+    deadline = time.monotonic() + 20
+    while left and time.monotonic() < deadline:
+        await anyio.sleep(0.1)
+        left = running(f"sleep {MARKER}")
+    expect(not left, f"nothing is left running after the cancel ({time.monotonic() - t0:.1f}s)", left)
+
+
 async def with_a_user_who_says_yes() -> None:
     async with client(elicitation_callback=answer_yes) as c:
         want = "2025-11-25" if MODE == "legacy" else "2026-07-28"
@@ -181,33 +213,7 @@ async def with_a_user_who_says_yes() -> None:
         expect(not r.is_error and os.path.exists(os.path.join(WS, "said-yes")), "and ran on yes", r)
 
         # Cancelling a long run stops it and leaves nothing behind.
-        command = f"trap '' TERM; sleep {MARKER} & echo ready; wait; wait"
-        started = anyio.Event()
-
-        async def on_ready(_p: float, _t: float | None, message: str | None) -> None:
-            if message and "ready" in message:
-                started.set()
-
-        t0 = time.monotonic()
-        with anyio.CancelScope() as scope:
-            async with anyio.create_task_group() as tg:
-
-                async def cancel_when_ready() -> None:
-                    with anyio.fail_after(PATIENCE):
-                        await started.wait()
-                    expect(bool(running(f"sleep {MARKER}")), "the long command runs", running(f"sleep {MARKER}"))
-                    scope.cancel()
-
-                tg.start_soon(cancel_when_ready)
-                await call(c, "run_shell_command", {"command": command}, progress_callback=on_ready)
-                raise AssertionError("the long command ended on its own")
-        expect(scope.cancelled_caught, "the client cancelled the call")
-        left = running(f"sleep {MARKER}")
-        deadline = time.monotonic() + 20
-        while left and time.monotonic() < deadline:
-            await anyio.sleep(0.1)
-            left = running(f"sleep {MARKER}")
-        expect(not left, f"nothing is left running after the cancel ({time.monotonic() - t0:.1f}s)", left)
+        await cancel_a_long_run(c)
 
         # The session goes on after a cancel.
         r = await call(c, "run_shell_command", {"command": "echo still here"})
@@ -396,32 +402,7 @@ async def in_a_container() -> None:
         expect(not os.path.exists(os.path.join(WS, "denied-by-extension")), "nothing ran")
 
         # Cancelling a long run stops it inside the container.
-        command = f"trap '' TERM; sleep {MARKER} & echo ready; wait; wait"
-        started = anyio.Event()
-
-        async def on_ready(_p: float, _t: float | None, message: str | None) -> None:
-            if message and "ready" in message:
-                started.set()
-
-        with anyio.CancelScope() as scope:
-            async with anyio.create_task_group() as tg:
-
-                async def cancel_when_ready() -> None:
-                    with anyio.fail_after(PATIENCE):
-                        await started.wait()
-                    expect(bool(running(f"sleep {MARKER}")), "the long command runs", running(f"sleep {MARKER}"))
-                    scope.cancel()
-
-                tg.start_soon(cancel_when_ready)
-                await call(c, "run_shell_command", {"command": command}, progress_callback=on_ready)
-                raise AssertionError("the long command ended on its own")
-        expect(scope.cancelled_caught, "the client cancelled the call")
-        left = running(f"sleep {MARKER}")
-        deadline = time.monotonic() + 20
-        while left and time.monotonic() < deadline:
-            await anyio.sleep(0.1)
-            left = running(f"sleep {MARKER}")
-        expect(not left, "nothing is left running after the cancel", left)
+        await cancel_a_long_run(c)
         r = await call(c, "run_shell_command", {"command": "echo still here"})
         expect("still here" in text(r), "the server still serves after a cancel", r)
     await none_left("no container is left once the client has gone")
