@@ -7,6 +7,8 @@
 //! macOS sandbox profile, built and tested on every OS; the container backend (`container/`)
 //! writes it as a Docker or Podman command line, also a pure function tested everywhere.
 
+#[cfg(unix)]
+pub mod beneath;
 pub mod container;
 #[cfg(target_os = "linux")]
 pub mod handoff;
@@ -21,9 +23,10 @@ mod violations;
 pub mod linux;
 
 pub use protect::{
-    PROTECTED_NAMES, RunGuard, Undone, existing_protected, linked_worktree_writable,
+    NotUndone, PROTECTED_NAMES, RunGuard, UndoReport, Undone, existing_protected,
+    linked_worktree_writable,
 };
-pub use snapshot::{Snapshot, SnapshotError};
+pub use snapshot::{Restoration, Snapshot, SnapshotError};
 pub use spec::{Isolation, Limits, NetworkMode, ProxyEndpoint, SandboxSpec, filter_environment};
 pub use violations::{ErrorScanner, Violation};
 
@@ -63,4 +66,7 @@ pub mod exit {
     pub const CANNOT_EXECUTE: u8 = 126;
     /// The command was not found.
     pub const NOT_FOUND: u8 = 127;
+    /// Something the run planted or changed could not be undone afterwards: the host keeps
+    /// it (the report names it).
+    pub const UNDO_FAILED: u8 = 123;
 }

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::snapshot::remove_any;
+use crate::beneath::{Kind, Root};
 
 /// Names that run code or change an agent's permissions the next time something starts:
 /// shell start-up files, git's config and hooks, editor task folders, agent settings.
@@ -38,10 +38,19 @@ pub fn existing_protected(root: &Path) -> Vec<PathBuf> {
 /// created in writable places (existing ones are read-only during the run; new ones cannot be
 /// mounted over without touching the host first), and a bare repository planted in the
 /// working directory.
+///
+/// Each writable place is opened before the run and everything after it is done through
+/// those descriptors without following a link ([`crate::beneath`]): what the command left
+/// there may be a symlink to anywhere on the host.
 #[derive(Debug)]
 pub struct RunGuard {
-    /// Protected paths that did not exist before the run.
-    absent: Vec<PathBuf>,
+    roots: Vec<Root>,
+    /// Writable places that could not be opened before the run, and why: nothing under them
+    /// can be undone, which is said after it.
+    unopened: Vec<(PathBuf, String)>,
+    /// Protected paths that did not exist before the run: the root they lie in and the path
+    /// relative to it.
+    absent: Vec<(usize, PathBuf)>,
     repo: PlantedRepoGuard,
 }
 
@@ -52,51 +61,122 @@ pub struct Undone {
     pub why: &'static str,
 }
 
+/// Something the guard had to undo and could not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotUndone {
+    pub path: PathBuf,
+    pub why: &'static str,
+    pub error: String,
+}
+
+/// What the guard did after a run.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct UndoReport {
+    pub undone: Vec<Undone>,
+    /// Not empty means the host keeps something the run planted: cordon must say so loudly
+    /// and fail.
+    pub failed: Vec<NotUndone>,
+}
+
+impl UndoReport {
+    fn removed(&mut self, root: &Root, rel: &Path, why: &'static str, r: std::io::Result<bool>) {
+        let path = root.path().join(rel);
+        match r {
+            Ok(true) => self.undone.push(Undone { path, why }),
+            Ok(false) => {}
+            Err(e) => self.failed.push(NotUndone {
+                path,
+                why,
+                error: e.to_string(),
+            }),
+        }
+    }
+}
+
+const CREATED: &str = "a protected file the command created";
+const LINK_ON_THE_WAY: &str =
+    "a symlink the command put on the way to a protected path (removed, not followed)";
+
 impl RunGuard {
     /// Notes, before a run, which protected paths do not exist in `cwd` and `writable`: the
     /// protected names in each, and those of `extra` (absolute) that lie inside one.
     pub fn before(cwd: &Path, writable: &[PathBuf], extra: &[PathBuf]) -> Self {
-        let roots: Vec<&Path> = std::iter::once(cwd)
-            .chain(writable.iter().map(PathBuf::as_path))
-            .collect();
-        let absent = roots
-            .iter()
-            .flat_map(|root| PROTECTED_NAMES.iter().map(move |n| root.join(n)))
-            .chain(
-                extra
-                    .iter()
-                    .filter(|p| roots.iter().any(|r| p.starts_with(r)))
-                    .cloned(),
-            )
-            .filter(|p| std::fs::symlink_metadata(p).is_err())
-            .collect();
+        let mut roots = Vec::new();
+        let mut unopened = Vec::new();
+        for path in std::iter::once(cwd).chain(writable.iter().map(PathBuf::as_path)) {
+            match Root::open(path) {
+                Ok(r) => roots.push(r),
+                // A writable place that does not exist holds nothing to guard.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => unopened.push((path.to_path_buf(), e.to_string())),
+            }
+        }
+        let mut absent = Vec::new();
+        for (i, root) in roots.iter().enumerate() {
+            let names = PROTECTED_NAMES.iter().map(PathBuf::from);
+            let inside = extra
+                .iter()
+                .filter_map(|p| root.relative(p))
+                .filter(|rel| !rel.as_os_str().is_empty())
+                .map(Path::to_path_buf);
+            for rel in names.chain(inside) {
+                // A name behind a link that was already there is not this root's to guard:
+                // the link leads out of the writable place, where the command cannot write.
+                if !through_a_link(root, &rel) && matches!(root.meta(&rel), Ok(None)) {
+                    absent.push((i, rel));
+                }
+            }
+        }
+        let repo = PlantedRepoGuard::before(roots.first());
         RunGuard {
+            roots,
+            unopened,
             absent,
-            repo: PlantedRepoGuard::before(cwd),
+            repo,
         }
     }
 
-    /// Removes what the run planted; returns what was removed.
-    pub fn undo(&self) -> Vec<Undone> {
-        let mut undone: Vec<Undone> = self
-            .repo
-            .undo_planted()
-            .into_iter()
-            .map(|path| Undone {
-                path,
-                why: "part of a bare git repository planted in the working directory",
-            })
-            .collect();
-        for p in &self.absent {
-            if std::fs::symlink_metadata(p).is_ok() && remove_any(p).is_ok() {
-                undone.push(Undone {
-                    path: p.clone(),
-                    why: "a protected file the command created",
-                });
+    /// Removes what the run planted; says what it removed and what it could not.
+    pub fn undo(&self) -> UndoReport {
+        let mut report = UndoReport::default();
+        for (path, error) in &self.unopened {
+            report.failed.push(NotUndone {
+                path: path.clone(),
+                why: "a writable place that could not be opened before the run to guard it",
+                error: error.clone(),
+            });
+        }
+        if let Some(root) = self.roots.first() {
+            self.repo.undo_planted(root, &mut report);
+        }
+        for (i, rel) in &self.absent {
+            let root = &self.roots[*i];
+            // A directory on the way that is now a link was put there by the command: take
+            // the link away rather than reach through it.
+            let link = rel
+                .ancestors()
+                .skip(1)
+                .filter(|a| !a.as_os_str().is_empty())
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .find(|a| matches!(root.meta(a), Ok(Some(m)) if m.kind == Kind::Symlink));
+            match link {
+                Some(link) => report.removed(root, link, LINK_ON_THE_WAY, root.remove(link)),
+                None => report.removed(root, rel, CREATED, root.remove(rel)),
             }
         }
-        undone
+        report.undone.dedup();
+        report
     }
+}
+
+/// Whether a directory on the way from `root` to `rel` is a symlink now.
+fn through_a_link(root: &Root, rel: &Path) -> bool {
+    rel.ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .any(|a| matches!(root.meta(a), Ok(Some(m)) if m.kind == Kind::Symlink))
 }
 
 /// What a bare git repository has at its top. Planted in the working directory, it makes the
@@ -107,38 +187,32 @@ const BARE_REPO: [&str; 4] = ["HEAD", "objects", "refs", "config"];
 /// command planted.
 #[derive(Debug)]
 struct PlantedRepoGuard {
-    root: PathBuf,
     existed: [bool; 4],
 }
 
 impl PlantedRepoGuard {
-    fn before(root: &Path) -> Self {
-        let existed = BARE_REPO.map(|n| std::fs::symlink_metadata(root.join(n)).is_ok());
-        PlantedRepoGuard {
-            root: root.to_path_buf(),
-            existed,
-        }
+    fn before(root: Option<&Root>) -> Self {
+        let existed =
+            BARE_REPO.map(|n| root.is_none_or(|r| !matches!(r.meta(Path::new(n)), Ok(None))));
+        PlantedRepoGuard { existed }
     }
 
     /// After the run: if the top of `root` now looks like a bare repository and the run made
-    /// it so, removes what the run added and returns it.
-    fn undo_planted(&self) -> Vec<PathBuf> {
-        let exists = BARE_REPO.map(|n| std::fs::symlink_metadata(self.root.join(n)).is_ok());
+    /// it so, removes what the run added.
+    fn undo_planted(&self, root: &Root, report: &mut UndoReport) {
+        let exists = BARE_REPO.map(|n| matches!(root.meta(Path::new(n)), Ok(Some(_))));
         let looks_like_repo = exists[0] && exists[1] && exists[2];
-        let added: Vec<usize> = (0..4).filter(|&i| exists[i] && !self.existed[i]).collect();
-        if !looks_like_repo || added.is_empty() {
-            return Vec::new();
+        if !looks_like_repo {
+            return;
         }
-        let mut removed = Vec::new();
-        for i in added {
-            let p = self.root.join(BARE_REPO[i]);
-            if remove_any(&p).is_ok() {
-                removed.push(p);
-            }
+        for i in (0..4).filter(|&i| exists[i] && !self.existed[i]) {
+            let rel = Path::new(BARE_REPO[i]);
+            report.removed(root, rel, PLANTED_REPO, root.remove(rel));
         }
-        removed
     }
 }
+
+const PLANTED_REPO: &str = "part of a bare git repository planted in the working directory";
 
 /// For a linked git worktree at `root` (its `.git` is a file saying `gitdir: …`), the parts
 /// of the main repository `git commit` there must write: the worktree's own directory and the
@@ -182,12 +256,14 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let root = dir.path();
         std::fs::write(root.join("config"), "mine")?;
-        let guard = PlantedRepoGuard::before(root);
+        let r = Root::open(root)?;
+        let guard = PlantedRepoGuard::before(Some(&r));
         std::fs::write(root.join("HEAD"), "ref: refs/heads/main")?;
         std::fs::create_dir_all(root.join("objects"))?;
         std::fs::create_dir_all(root.join("refs/heads"))?;
-        let removed = guard.undo_planted();
-        assert_eq!(removed.len(), 3);
+        let mut report = UndoReport::default();
+        guard.undo_planted(&r, &mut report);
+        assert_eq!(report.undone.len(), 3);
         assert!(!root.join("HEAD").exists() && !root.join("objects").exists());
         assert!(root.join("config").exists(), "what existed before stays");
 
@@ -195,8 +271,10 @@ mod tests {
         std::fs::write(root.join("HEAD"), "x")?;
         std::fs::create_dir_all(root.join("objects"))?;
         std::fs::create_dir_all(root.join("refs"))?;
-        let guard = PlantedRepoGuard::before(root);
-        assert!(guard.undo_planted().is_empty());
+        let guard = PlantedRepoGuard::before(Some(&r));
+        let mut report = UndoReport::default();
+        guard.undo_planted(&r, &mut report);
+        assert!(report.undone.is_empty());
         Ok(())
     }
 
@@ -212,7 +290,7 @@ mod tests {
         std::fs::write(root.join(".bashrc"), "evil")?;
         std::os::unix::fs::symlink("/etc", root.join(".vscode"))?;
         std::fs::create_dir_all(root.join("cfg/cordon/policies"))?;
-        let undone: Vec<PathBuf> = guard.undo().into_iter().map(|u| u.path).collect();
+        let undone: Vec<PathBuf> = guard.undo().undone.into_iter().map(|u| u.path).collect();
         assert_eq!(undone.len(), 4, "{undone:?}");
         assert!(
             !root.join("cfg/cordon").exists(),
@@ -232,12 +310,34 @@ mod tests {
     }
 
     #[test]
+    fn a_planted_link_is_removed_and_not_followed() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ws = dir.path().join("ws");
+        let ssh = dir.path().join("ssh");
+        std::fs::create_dir_all(&ws)?;
+        std::fs::create_dir_all(&ssh)?;
+        std::fs::write(ssh.join("config"), "Host *")?;
+        std::fs::create_dir_all(ssh.join("hooks"))?;
+        let guard = RunGuard::before(&ws, &[], &[]);
+        std::os::unix::fs::symlink(&ssh, ws.join(".git"))?;
+        let report = guard.undo();
+        assert!(report.failed.is_empty(), "{report:?}");
+        assert!(ssh.join("config").exists() && ssh.join("hooks").exists());
+        assert!(std::fs::symlink_metadata(ws.join(".git")).is_err());
+        assert_eq!(report.undone[0].why, LINK_ON_THE_WAY);
+        Ok(())
+    }
+
+    #[test]
     fn only_a_complete_repository_shape_counts() -> std::io::Result<()> {
         let dir = tempfile::tempdir()?;
-        let guard = PlantedRepoGuard::before(dir.path());
+        let r = Root::open(dir.path())?;
+        let guard = PlantedRepoGuard::before(Some(&r));
         std::fs::create_dir_all(dir.path().join("objects"))?;
+        let mut report = UndoReport::default();
+        guard.undo_planted(&r, &mut report);
         assert!(
-            guard.undo_planted().is_empty(),
+            report.undone.is_empty(),
             "an objects/ folder alone is a project's business"
         );
         assert!(dir.path().join("objects").exists());

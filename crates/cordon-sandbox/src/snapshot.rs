@@ -5,10 +5,9 @@
 //! settings) and explicit `deny-write` paths; a copy larger than the caps is refused rather
 //! than taken half.
 
-use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirEntryExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use crate::beneath::{Kind, Root};
 
 /// Most entries one snapshot holds.
 pub const MAX_ENTRIES: usize = 20_000;
@@ -43,51 +42,84 @@ pub enum SnapshotError {
     },
 }
 
+/// Directories on the way to a saved path, relative to its root, with their inode numbers.
+type Between = Vec<(PathBuf, u64)>;
+
 /// The saved state of some paths, each under a writable root.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    /// In pre-order: a directory comes before what is in it.
-    entries: Vec<(PathBuf, Saved)>,
-    /// Each saved top path, with the directories between its writable root and it (and
-    /// their inode numbers, to find them again if they are moved).
-    tops: Vec<(PathBuf, Vec<(PathBuf, u64)>)>,
+    /// The writable places, opened when the copy is taken: the restore works through them
+    /// and never follows a link the command left ([`crate::beneath`]).
+    roots: Vec<Root>,
+    /// In pre-order: a directory comes before what is in it. Each is the root it lies in
+    /// and its path relative to it.
+    entries: Vec<(usize, PathBuf, Saved)>,
+    /// Each saved top path (root, relative), with the directories between its writable root
+    /// and it (and their inode numbers, to find them again if they are moved).
+    tops: Vec<(usize, PathBuf, Between)>,
     bytes: u64,
 }
 
+/// What a restore did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Restoration {
+    /// Paths that had changed and are now as they were.
+    pub restored: Vec<PathBuf>,
+    /// Paths that had changed and could not be put back, with the error: the host keeps
+    /// what the command did there.
+    pub failed: Vec<(PathBuf, String)>,
+}
+
 impl Snapshot {
-    /// Saves `paths` (that exist); `roots` are the writable places they lie in.
+    /// Saves `paths` (that exist) that lie in one of `roots`, the writable places; a path
+    /// outside them cannot be written by the command and needs no copy.
     pub fn take(paths: &[PathBuf], roots: &[PathBuf]) -> Result<Self, SnapshotError> {
         let mut snap = Snapshot::default();
+        for root in roots {
+            let opened = Root::open(root).map_err(|source| SnapshotError::Read {
+                path: root.clone(),
+                source,
+            })?;
+            snap.roots.push(opened);
+        }
         for top in paths {
-            if fs::symlink_metadata(top).is_err() {
+            let Some((i, rel)) = snap
+                .roots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| Some((i, r.relative(top)?)))
+                .filter(|(_, rel)| !rel.as_os_str().is_empty())
+                .min_by_key(|(_, rel)| rel.as_os_str().len())
+            else {
+                continue;
+            };
+            let rel = rel.to_path_buf();
+            let root = &snap.roots[i];
+            if !matches!(root.meta(&rel), Ok(Some(_))) {
                 continue;
             }
-            let between = roots
-                .iter()
-                .filter(|r| top.starts_with(r))
-                .max_by_key(|r| r.as_os_str().len())
-                .map(|root| {
-                    let mut dirs: Vec<(PathBuf, u64)> = top
-                        .ancestors()
-                        .skip(1)
-                        .take_while(|a| a != root)
-                        .filter_map(|a| {
-                            Some((a.to_path_buf(), fs::symlink_metadata(a).ok()?.ino()))
-                        })
-                        .collect();
-                    dirs.reverse();
-                    dirs
-                })
-                .unwrap_or_default();
-            snap.tops.push((top.clone(), between));
-            snap.save(top, top)?;
+            let mut between = Vec::new();
+            let mut dirs: Vec<&Path> = rel
+                .ancestors()
+                .skip(1)
+                .filter(|a| !a.as_os_str().is_empty())
+                .collect();
+            dirs.reverse();
+            for d in dirs {
+                if let Ok(Some(m)) = root.meta(d) {
+                    between.push((d.to_path_buf(), m.ino));
+                }
+            }
+            snap.tops.push((i, rel.clone(), between));
+            snap.save(i, &rel, top)?;
         }
         Ok(snap)
     }
 
-    fn save(&mut self, path: &Path, top: &Path) -> Result<(), SnapshotError> {
+    fn save(&mut self, i: usize, rel: &Path, top: &Path) -> Result<(), SnapshotError> {
+        let root = &self.roots[i];
         let read = |source| SnapshotError::Read {
-            path: path.to_path_buf(),
+            path: root.path().join(rel),
             source,
         };
         if self.entries.len() >= MAX_ENTRIES {
@@ -95,164 +127,156 @@ impl Snapshot {
                 path: top.to_path_buf(),
             });
         }
-        let meta = fs::symlink_metadata(path).map_err(read)?;
-        let mode = meta.mode() & 0o7777;
-        if meta.file_type().is_symlink() {
-            let target = fs::read_link(path).map_err(read)?;
-            self.entries
-                .push((path.to_path_buf(), Saved::Symlink(target)));
-        } else if meta.is_dir() {
-            let mut names: Vec<_> = fs::read_dir(path)
-                .map_err(read)?
-                .map(|e| e.map(|e| e.file_name()))
-                .collect::<Result<_, _>>()
-                .map_err(read)?;
-            names.sort();
-            self.entries.push((
-                path.to_path_buf(),
-                Saved::Dir {
-                    mode,
-                    names: names.clone(),
-                },
-            ));
-            for name in names {
-                self.save(&path.join(name), top)?;
+        let Some(meta) = root.meta(rel).map_err(read)? else {
+            return Ok(());
+        };
+        match meta.kind {
+            Kind::Symlink => {
+                let target = root.read_link(rel).map_err(read)?;
+                self.entries
+                    .push((i, rel.to_path_buf(), Saved::Symlink(target)));
             }
-        } else if meta.is_file() {
-            self.bytes += meta.len();
-            if self.bytes > MAX_BYTES {
-                return Err(SnapshotError::TooLarge {
-                    path: top.to_path_buf(),
-                });
+            Kind::Dir => {
+                let mut names: Vec<_> = root
+                    .list(rel)
+                    .map_err(read)?
+                    .into_iter()
+                    .map(|e| e.name)
+                    .collect();
+                names.sort();
+                self.entries.push((
+                    i,
+                    rel.to_path_buf(),
+                    Saved::Dir {
+                        mode: meta.mode,
+                        names: names.clone(),
+                    },
+                ));
+                for name in names {
+                    self.save(i, &rel.join(name), top)?;
+                }
             }
-            let bytes = fs::read(path).map_err(read)?;
-            self.entries
-                .push((path.to_path_buf(), Saved::File { bytes, mode }));
+            Kind::File => {
+                self.bytes += meta.len;
+                if self.bytes > MAX_BYTES {
+                    return Err(SnapshotError::TooLarge {
+                        path: top.to_path_buf(),
+                    });
+                }
+                let bytes = root.read(rel).map_err(read)?;
+                self.entries.push((
+                    i,
+                    rel.to_path_buf(),
+                    Saved::File {
+                        bytes,
+                        mode: meta.mode,
+                    },
+                ));
+            }
+            // Sockets, fifos and devices are left as they are: they hold no content to
+            // protect.
+            Kind::Other => {}
         }
-        // Sockets, fifos and devices are left as they are: they hold no content to protect.
         Ok(())
     }
 
-    /// Puts back everything that changed and returns the paths it touched. Call it only when
-    /// nothing from the run is left alive: it works path by path.
-    pub fn restore(&self) -> Vec<PathBuf> {
-        let mut touched = Vec::new();
+    /// Puts back everything that changed. Call it only when nothing from the run is left
+    /// alive.
+    pub fn restore(&self) -> Restoration {
+        let mut out = Restoration::default();
+        let mut note = |root: &Root, rel: &Path, r: std::io::Result<bool>| match r {
+            Ok(true) => out.restored.push(root.path().join(rel)),
+            Ok(false) => {}
+            Err(e) => out.failed.push((root.path().join(rel), e.to_string())),
+        };
         // A directory on the way to a protected path may have been moved away (`mv .git
-        // .git2`) and something else put in its place, perhaps a symlink that would carry the
-        // restore elsewhere. Move the original back when it is still next to where it was;
-        // otherwise make a real directory there, so the protected paths can be restored.
-        for (_, between) in &self.tops {
+        // .git2`) and something else put in its place, perhaps a symlink. Move the original
+        // back when it is still next to where it was; otherwise make a real directory there,
+        // so the protected paths can be restored.
+        for (i, _, between) in &self.tops {
+            let root = &self.roots[*i];
             for (dir, ino) in between {
-                let now = fs::symlink_metadata(dir).ok();
-                if now.as_ref().is_some_and(|m| m.is_dir() && m.ino() == *ino) {
-                    continue;
-                }
-                if let Some(original) = moved_sibling(dir, *ino) {
-                    let _ = remove_any(dir);
-                    if fs::rename(&original, dir).is_ok() {
-                        touched.push(dir.clone());
-                        continue;
-                    }
-                }
-                if !now.is_some_and(|m| m.is_dir()) {
-                    let _ = remove_any(dir);
-                    if fs::create_dir(dir).is_ok() {
-                        touched.push(dir.clone());
-                    }
-                }
+                note(root, dir, put_back_dir(root, dir, *ino));
             }
         }
-        for (path, saved) in &self.entries {
-            if restore_one(path, saved) {
-                touched.push(path.clone());
-            }
+        for (i, rel, saved) in &self.entries {
+            let root = &self.roots[*i];
+            note(root, rel, restore_one(root, rel, saved));
         }
-        touched
+        out
     }
 }
 
-/// The entry next to `dir` (in the same parent) that is the directory with inode `ino`.
-fn moved_sibling(dir: &Path, ino: u64) -> Option<PathBuf> {
-    fs::read_dir(dir.parent()?)
-        .ok()?
-        .flatten()
-        .find(|e| e.ino() == ino && e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
+/// Makes `dir` the directory with inode `ino` again, or at least a directory; true when
+/// something had to change.
+fn put_back_dir(root: &Root, dir: &Path, ino: u64) -> std::io::Result<bool> {
+    let now = root.meta(dir)?;
+    if now.is_some_and(|m| m.kind == Kind::Dir && m.ino == ino) {
+        return Ok(false);
+    }
+    let parent = dir.parent().unwrap_or(Path::new(""));
+    let name = dir.file_name().unwrap_or_default();
+    let moved = root
+        .list(parent)?
+        .into_iter()
+        .find(|e| e.ino == ino && e.kind == Kind::Dir);
+    if let Some(moved) = moved {
+        root.rename_within(parent, &moved.name, name)?;
+        return Ok(true);
+    }
+    if now.is_some_and(|m| m.kind == Kind::Dir) {
+        return Ok(false);
+    }
+    root.ensure_dir(dir, 0o755)?;
+    Ok(true)
 }
 
-/// Makes `path` what `saved` says; true when something had to change.
-fn restore_one(path: &Path, saved: &Saved) -> bool {
-    let now = fs::symlink_metadata(path).ok();
+/// Makes `rel` what `saved` says; true when something had to change.
+fn restore_one(root: &Root, rel: &Path, saved: &Saved) -> std::io::Result<bool> {
+    let now = root.meta(rel)?;
     match saved {
         Saved::File { bytes, mode } => {
-            let same = now.as_ref().is_some_and(|m| {
-                m.is_file()
-                    && m.mode() & 0o7777 == *mode
-                    && m.len() == bytes.len() as u64
-                    && fs::read(path).is_ok_and(|b| &b == bytes)
+            let same = now.is_some_and(|m| {
+                m.kind == Kind::File
+                    && m.mode == *mode
+                    && m.len == bytes.len() as u64
+                    && root.read(rel).is_ok_and(|b| &b == bytes)
             });
             if same {
-                return false;
+                return Ok(false);
             }
-            let _ = remove_any(path);
-            let written = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .mode(*mode)
-                .open(path)
-                .and_then(|mut f| {
-                    f.write_all(bytes)?;
-                    f.set_permissions(fs::Permissions::from_mode(*mode))
-                });
-            let _ = written;
-            true
+            root.replace_file(rel, bytes, *mode)?;
+            Ok(true)
         }
         Saved::Symlink(target) => {
-            if fs::read_link(path).is_ok_and(|t| &t == target)
-                && now.is_some_and(|m| m.file_type().is_symlink())
+            if now.is_some_and(|m| m.kind == Kind::Symlink)
+                && root.read_link(rel).is_ok_and(|t| &t == target)
             {
-                return false;
+                return Ok(false);
             }
-            let _ = remove_any(path);
-            let _ = std::os::unix::fs::symlink(target, path);
-            true
+            root.replace_symlink(rel, target)?;
+            Ok(true)
         }
         Saved::Dir { mode, names } => {
-            let mut changed = false;
-            if !now.as_ref().is_some_and(|m| m.is_dir()) {
-                let _ = remove_any(path);
-                let _ = fs::create_dir(path);
-                changed = true;
+            let mut changed = !now.is_some_and(|m| m.kind == Kind::Dir && m.mode == *mode);
+            if changed {
+                root.ensure_dir(rel, *mode)?;
             }
-            if now.is_some_and(|m| m.mode() & 0o7777 != *mode) {
-                changed = true;
-            }
-            let _ = fs::set_permissions(path, fs::Permissions::from_mode(*mode));
-            if let Ok(entries) = fs::read_dir(path) {
-                for e in entries.flatten() {
-                    if !names.contains(&e.file_name()) {
-                        let _ = remove_any(&e.path());
-                        changed = true;
-                    }
+            for e in root.list(rel)? {
+                if !names.contains(&e.name) {
+                    root.remove(&rel.join(&e.name))?;
+                    changed = true;
                 }
             }
-            changed
+            Ok(changed)
         }
-    }
-}
-
-/// Removes a file, symlink or directory tree without following symlinks.
-pub(crate) fn remove_any(p: &Path) -> std::io::Result<()> {
-    match fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => fs::remove_dir_all(p),
-        Ok(_) => fs::remove_file(p),
-        Err(e) => Err(e),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn tree(root: &Path) -> std::io::Result<()> {
@@ -270,14 +294,19 @@ mod tests {
         tree(&root)?;
         let paths = [".git/config", ".git/hooks", ".bashrc"].map(|p| root.join(p));
         let snap = Snapshot::take(&paths, std::slice::from_ref(&root))?;
-        assert!(snap.restore().is_empty(), "nothing changed yet");
+        assert_eq!(
+            snap.restore(),
+            Restoration::default(),
+            "nothing changed yet"
+        );
 
         fs::write(root.join(".git/config"), "[core] fsmonitor=evil\n")?;
         fs::write(root.join(".git/hooks/pre-commit"), "evil")?;
         fs::remove_file(root.join(".bashrc"))?;
         std::os::unix::fs::symlink("/etc/passwd", root.join(".bashrc"))?;
         let touched = snap.restore();
-        assert_eq!(touched.len(), 3, "{touched:?}");
+        assert!(touched.failed.is_empty(), "{touched:?}");
+        assert_eq!(touched.restored.len(), 3, "{touched:?}");
         assert_eq!(fs::read_to_string(root.join(".git/config"))?, "[core]\n");
         assert!(!root.join(".git/hooks/pre-commit").exists());
         assert!(root.join(".git/hooks/pre-commit.sample").exists());
@@ -297,7 +326,8 @@ mod tests {
         let snap = Snapshot::take(&[root.join(".git/config")], std::slice::from_ref(&root))?;
         fs::rename(root.join(".git"), root.join(".git2"))?;
         std::os::unix::fs::symlink(&elsewhere, root.join(".git"))?;
-        snap.restore();
+        let r = snap.restore();
+        assert!(r.failed.is_empty(), "{r:?}");
         assert!(fs::symlink_metadata(root.join(".git"))?.is_dir());
         assert_eq!(fs::read_to_string(root.join(".git/config"))?, "[core]\n");
         assert!(
@@ -319,7 +349,8 @@ mod tests {
         fs::create_dir(&big)?;
         let f = fs::File::create(big.join("blob"))?;
         f.set_len(MAX_BYTES + 1)?;
-        let err = Snapshot::take(std::slice::from_ref(&big), &[]).unwrap_err();
+        let err =
+            Snapshot::take(std::slice::from_ref(&big), &[dir.path().to_path_buf()]).unwrap_err();
         assert!(err.to_string().contains("too large"), "{err}");
         Ok(())
     }

@@ -25,7 +25,8 @@ pub struct Violation {
     pub rule: String,
     /// Seen by cordon itself (true) or inferred from the command's output (false).
     pub exact: bool,
-    /// What cordon did about it after the run: `removed`, `restored`.
+    /// What cordon did about it after the run: `removed`, `restored`; or what it could not
+    /// do: `not removed`, `not restored` (the host keeps the change; `evidence` says why).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action: Option<&'static str>,
     /// The line of output an inferred entry comes from.
@@ -62,7 +63,37 @@ impl From<&crate::Undone> for Violation {
     }
 }
 
+impl From<&crate::NotUndone> for Violation {
+    /// Something the run planted that cordon could not remove: it is still on the host.
+    fn from(u: &crate::NotUndone) -> Self {
+        Violation {
+            path: Some(u.path.clone()),
+            destination: None,
+            operation: "create",
+            rule: u.why.to_string(),
+            exact: true,
+            action: Some("not removed"),
+            evidence: Some(u.error.clone()),
+        }
+    }
+}
+
 impl Violation {
+    /// A read-only path the run changed that cordon could not put back: the host keeps the
+    /// change.
+    pub fn not_restored(path: &Path, error: &str) -> Self {
+        Violation {
+            action: Some("not restored"),
+            evidence: Some(error.to_string()),
+            ..Violation::restored(path)
+        }
+    }
+
+    /// Whether cordon failed to undo this: the run must end in failure.
+    pub fn undo_failed(&self) -> bool {
+        matches!(self.action, Some("not removed" | "not restored"))
+    }
+
     /// A read-only path the run changed, which cordon put back after it.
     pub fn restored(path: &Path) -> Self {
         Violation {
@@ -88,7 +119,10 @@ impl Violation {
             (true, None) => "exact".to_string(),
             (false, _) => "inferred from the command's errors".to_string(),
         };
-        format!("{}{path} ({how}): {}", self.operation, self.rule)
+        match (&self.evidence, self.undo_failed()) {
+            (Some(why), true) => format!("{}{path} ({how}): {}: {why}", self.operation, self.rule),
+            _ => format!("{}{path} ({how}): {}", self.operation, self.rule),
+        }
     }
 }
 

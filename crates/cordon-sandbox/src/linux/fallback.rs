@@ -189,8 +189,12 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
     };
     end_every_descendant();
     let _ = std::fs::remove_dir_all(&tmp);
-    for path in snapshot.restore() {
+    let restoration = snapshot.restore();
+    for path in &restoration.restored {
         tell(channel, "restored", &[&path.to_string_lossy()]);
+    }
+    for (path, error) in &restoration.failed {
+        tell(channel, "unrestored", &[&path.to_string_lossy(), error]);
     }
     if sys::alarm_fired() {
         tell(channel, "timed-out", &[]);

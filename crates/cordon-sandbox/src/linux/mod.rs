@@ -72,6 +72,8 @@ pub struct RunOutcome {
     /// Read-only paths the command changed that were put back after the run (only where they
     /// could not be made read-only during it).
     pub restored: Vec<PathBuf>,
+    /// Read-only paths the command changed that could not be put back, with the error.
+    pub unrestored: Vec<(PathBuf, String)>,
     /// What the command's error output says the sandbox blocked (empty where that output
     /// went to a terminal).
     pub inferred: Vec<Violation>,
@@ -90,6 +92,8 @@ enum Message {
     Weaker(String),
     /// `restored`, path.
     Restored(PathBuf),
+    /// `unrestored`, path, error: a changed read-only path that could not be put back.
+    Unrestored(PathBuf, String),
     /// `timed-out`.
     TimedOut,
     /// `signaled`, signal number: a signal ended the process the sender waited for.
@@ -108,6 +112,10 @@ impl Message {
             }
             "weaker" => Some(Message::Weaker(parts.next()?.to_string())),
             "restored" => Some(Message::Restored(PathBuf::from(parts.next()?))),
+            "unrestored" => Some(Message::Unrestored(
+                PathBuf::from(parts.next()?),
+                parts.next().unwrap_or_default().to_string(),
+            )),
             "timed-out" => Some(Message::TimedOut),
             "signaled" => parts.next()?.parse().ok().map(Message::Signaled),
             _ => None,
@@ -398,6 +406,7 @@ fn finish(
         timed_out: false,
         weaker: Vec::new(),
         restored: Vec::new(),
+        unrestored: Vec::new(),
         inferred: scanner.finish(),
     };
     if timed_out {
@@ -411,6 +420,7 @@ fn finish(
             }
             Message::Weaker(w) => outcome.weaker.push(w),
             Message::Restored(p) => outcome.restored.push(p),
+            Message::Unrestored(p, e) => outcome.unrestored.push((p, e)),
             Message::TimedOut => {
                 outcome.timed_out = true;
                 outcome.code = i32::from(exit::TIMEOUT);

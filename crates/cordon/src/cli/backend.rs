@@ -352,7 +352,9 @@ fn run_seatbelt(
         &Programs::default(),
     );
     let undone = guard.undo();
-    let mut blocked: Vec<Violation> = undone.iter().map(Violation::from).collect();
+    let mut blocked: Vec<Violation> = super::run::undo_failures(&undone, &[])
+        .chain(undone.undone.iter().map(Violation::from))
+        .collect();
     let end = match &result {
         Ok(ended) => {
             blocked.extend(ended.violations.iter().cloned());
@@ -371,7 +373,7 @@ fn run_seatbelt(
             super::run::End::failed(e.exit_code(), e.to_string())
         }
     };
-    let code = end.code;
+    let code = super::run::undo_failed_code(&blocked).unwrap_or(end.code);
     super::run::tell_what_happened(&blocked, &weaker, end, run.report, false)?;
     Ok(code)
 }
@@ -422,6 +424,7 @@ mod not_linux {
         pub timed_out: bool,
         pub weaker: Vec<String>,
         pub restored: Vec<PathBuf>,
+        pub unrestored: Vec<(PathBuf, String)>,
         pub inferred: Vec<Violation>,
     }
 

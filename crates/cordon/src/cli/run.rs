@@ -678,13 +678,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let result = run_sandboxed(&spec);
     let refused = proxy.map(RunProxy::finish).unwrap_or_default();
     let undone = guard.undo();
-    let (weaker, restored, inferred) = match &result {
+    let (weaker, restored, unrestored, inferred) = match &result {
         Ok(o) => (
             o.weaker.as_slice(),
             o.restored.as_slice(),
+            o.unrestored.as_slice(),
             o.inferred.as_slice(),
         ),
-        Err(_) => (&[][..], &[][..], &[][..]),
+        Err(_) => (&[][..], &[][..], &[][..], &[][..]),
     };
     if !weaker.is_empty() && !args.report_only {
         eprintln!("cordon: warning: this run is confined less strictly than asked:");
@@ -696,17 +697,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     // cordon saw itself first, then what the command's errors point to.
     // `ignore_violations` from the settings: what this command is known to touch.
     let command = args.shell.clone().unwrap_or_else(|| args.command.join(" "));
-    let blocked: Vec<Violation> = undone
-        .iter()
-        .map(Violation::from)
+    let blocked: Vec<Violation> = undo_failures(&undone, unrestored)
+        .chain(undone.undone.iter().map(Violation::from))
         .chain(restored.iter().map(|p| Violation::restored(p)))
         .chain(refused.iter().map(Violation::from))
         .chain(inferred.iter().cloned())
         .filter(|v| {
-            !v.path.as_ref().is_some_and(|p| {
-                args.ignore_violations
-                    .ignores(&command, &p.display().to_string())
-            })
+            v.undo_failed()
+                || !v.path.as_ref().is_some_and(|p| {
+                    args.ignore_violations
+                        .ignores(&command, &p.display().to_string())
+                })
         })
         .collect();
     let end = match &result {
@@ -726,7 +727,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             End::failed(e.exit_code(), e.to_string())
         }
     };
-    let code = end.code;
+    let code = undo_failed_code(&blocked).unwrap_or(end.code);
     tell_what_happened(
         &blocked,
         weaker,
@@ -735,6 +736,34 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         args.report_only,
     )?;
     Ok(code)
+}
+
+/// What cordon had to undo after a run and could not, as violations.
+pub(super) fn undo_failures<'a>(
+    undo: &'a cordon_sandbox::UndoReport,
+    unrestored: &'a [(PathBuf, String)],
+) -> impl Iterator<Item = Violation> + 'a {
+    undo.failed.iter().map(Violation::from).chain(
+        unrestored
+            .iter()
+            .map(|(p, e)| Violation::not_restored(p, e)),
+    )
+}
+
+/// When cordon could not undo something the run did, the run fails, whatever the command's
+/// status, with a line that says what the host keeps.
+pub(super) fn undo_failed_code(blocked: &[Violation]) -> Option<u8> {
+    let failed: Vec<&Violation> = blocked.iter().filter(|v| v.undo_failed()).collect();
+    if failed.is_empty() {
+        return None;
+    }
+    for v in failed {
+        eprintln!(
+            "cordon: error: could not undo what the command did; the host keeps it: {}",
+            v.describe()
+        );
+    }
+    Some(cordon_sandbox::exit::UNDO_FAILED)
 }
 
 /// How a run ended, on any backend, as `--report` gives it.

@@ -1,0 +1,400 @@
+//! Changes under a writable place that never follow a symlink and never leave it.
+//!
+//! What cordon removes or puts back after a run lies where the command could write, so any
+//! directory on the way may have become a symlink (`ln -s ~/.ssh .git`). Each [`Root`] is a
+//! directory opened before the run; every later change walks from it one name at a time with
+//! `O_NOFOLLOW | O_DIRECTORY` and acts with the `*at` calls on the last directory, so a
+//! planted link is met as a link (removed, or refused), never gone through.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+
+/// A directory opened before a run, to change what is under it afterwards.
+#[derive(Debug)]
+pub struct Root {
+    path: PathBuf,
+    fd: OwnedFd,
+}
+
+/// What a name is, without following it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+impl Kind {
+    fn of(t: FileType) -> Kind {
+        match t {
+            FileType::RegularFile => Kind::File,
+            FileType::Directory => Kind::Dir,
+            FileType::Symlink => Kind::Symlink,
+            _ => Kind::Other,
+        }
+    }
+}
+
+/// One name in a directory.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub name: OsString,
+    pub kind: Kind,
+    pub ino: u64,
+}
+
+/// Metadata of a name, not followed.
+#[derive(Debug, Clone, Copy)]
+pub struct Meta {
+    pub kind: Kind,
+    pub mode: u32,
+    pub ino: u64,
+    pub len: u64,
+}
+
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+fn err(e: rustix::io::Errno) -> io::Error {
+    io::Error::from_raw_os_error(e.raw_os_error())
+}
+
+/// The names of `rel`, each an ordinary name: `..`, `.` and absolute paths would leave the
+/// root or say nothing.
+fn names(rel: &Path) -> io::Result<Vec<&OsStr>> {
+    rel.components()
+        .map(|c| match c {
+            Component::Normal(n) => Ok(n),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a plain relative path", rel.display()),
+            )),
+        })
+        .collect()
+}
+
+fn open_dir_in(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
+    match rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty()) {
+        Ok(fd) => Ok(fd),
+        // A directory the command made unreadable (`chmod 000`) is still ours to open:
+        // give its owner the rights back, reached without following a link.
+        Err(rustix::io::Errno::ACCESS) => {
+            chmod_dir_nofollow(dir, name, 0o700)?;
+            rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty()).map_err(err)
+        }
+        Err(e) => Err(err(e)),
+    }
+}
+
+/// `chmod` of the directory `name` in `dir`, refusing a symlink there.
+#[cfg(target_os = "linux")]
+fn chmod_dir_nofollow(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<()> {
+    let path_only = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, name, path_only, Mode::empty()).map_err(err)?;
+    // An `O_PATH` descriptor cannot be `fchmod`ed; its /proc entry names exactly the
+    // directory it holds, not whatever the name points at now.
+    let via = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+    rustix::fs::chmod(via.as_str(), Mode::from_raw_mode(mode)).map_err(err)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn chmod_dir_nofollow(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<()> {
+    let flags = AtFlags::SYMLINK_NOFOLLOW;
+    rustix::fs::chmodat(dir, name, Mode::from_raw_mode(mode), flags).map_err(err)
+}
+
+fn meta_in(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Meta>> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(Meta {
+            kind: Kind::of(FileType::from_raw_mode(st.st_mode)),
+            mode: st.st_mode & 0o7777,
+            ino: st.st_ino,
+            len: u64::try_from(st.st_size).unwrap_or(0),
+        })),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(e) => Err(err(e)),
+    }
+}
+
+/// Runs `f`; when it is refused for want of write access to `dir`, gives the directory's
+/// owner write access for one more try and then puts its mode back. A command may
+/// `chmod 555` the directory holding what it planted; cordon runs as that same user.
+fn with_write_access<T>(
+    dir: BorrowedFd<'_>,
+    mut f: impl FnMut() -> rustix::io::Result<T>,
+) -> io::Result<T> {
+    match f() {
+        Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => {
+            let mode = rustix::fs::fstat(dir).map_err(err)?.st_mode & 0o7777;
+            rustix::fs::fchmod(dir, Mode::from_raw_mode(mode | 0o700)).map_err(err)?;
+            let out = f();
+            let _ = rustix::fs::fchmod(dir, Mode::from_raw_mode(mode));
+            out.map_err(err)
+        }
+        other => other.map_err(err),
+    }
+}
+
+/// Removes `name` in `dir`: a file or link as itself, a directory with all it holds.
+fn remove_in(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<bool> {
+    let Some(meta) = meta_in(dir, name)? else {
+        return Ok(false);
+    };
+    if meta.kind == Kind::Dir {
+        let sub = open_dir_in(dir, name)?;
+        for e in list_fd(sub.as_fd())? {
+            remove_in(sub.as_fd(), &e.name)?;
+        }
+        with_write_access(dir, || rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR))?;
+    } else {
+        with_write_access(dir, || rustix::fs::unlinkat(dir, name, AtFlags::empty()))?;
+    }
+    Ok(true)
+}
+
+fn list_fd(dir: BorrowedFd<'_>) -> io::Result<Vec<Entry>> {
+    let mut out = Vec::new();
+    for e in Dir::read_from(dir).map_err(err)? {
+        let e = e.map_err(err)?;
+        let name = e.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let name = OsStr::from_bytes(name).to_os_string();
+        let kind = match e.file_type() {
+            FileType::Unknown => meta_in(dir, &name)?.map_or(Kind::Other, |m| m.kind),
+            t => Kind::of(t),
+        };
+        out.push(Entry {
+            name,
+            kind,
+            ino: e.ino(),
+        });
+    }
+    Ok(out)
+}
+
+impl Root {
+    /// Opens `path` (a directory) to work under later.
+    pub fn open(path: &Path) -> io::Result<Root> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(err)?;
+        Ok(Root {
+            path: path.to_path_buf(),
+            fd,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `abs` relative to this root, when it lies under it.
+    pub fn relative<'a>(&self, abs: &'a Path) -> Option<&'a Path> {
+        abs.strip_prefix(&self.path).ok()
+    }
+
+    /// The directory `rel` names, opened without following any link on the way.
+    pub fn open_dir(&self, rel: &Path) -> io::Result<OwnedFd> {
+        let mut cur = rustix::io::fcntl_dupfd_cloexec(&self.fd, 0).map_err(err)?;
+        for n in names(rel)? {
+            cur = open_dir_in(cur.as_fd(), n)?;
+        }
+        Ok(cur)
+    }
+
+    /// The directory holding `rel` (opened as [`Root::open_dir`]) and its last name.
+    fn parent<'a>(&self, rel: &'a Path) -> io::Result<(OwnedFd, &'a OsStr)> {
+        let all = names(rel)?;
+        let Some((last, dirs)) = all.split_last() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the root itself cannot be changed",
+            ));
+        };
+        let mut cur = rustix::io::fcntl_dupfd_cloexec(&self.fd, 0).map_err(err)?;
+        for n in dirs {
+            cur = open_dir_in(cur.as_fd(), n)?;
+        }
+        Ok((cur, last))
+    }
+
+    /// What `rel` is, not followed; `None` when it (or a directory on the way) is absent or
+    /// a directory on the way is not one.
+    pub fn meta(&self, rel: &Path) -> io::Result<Option<Meta>> {
+        match self.parent(rel) {
+            Ok((dir, name)) => meta_in(dir.as_fd(), name),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes `rel` (a file, link, or a directory with all it holds); false when it was not
+    /// there. A symlink on the way is an error: what is behind it is not this root's.
+    pub fn remove(&self, rel: &Path) -> io::Result<bool> {
+        let (dir, name) = match self.parent(rel) {
+            Ok(p) => p,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        remove_in(dir.as_fd(), name)
+    }
+
+    /// The names in directory `rel`.
+    pub fn list(&self, rel: &Path) -> io::Result<Vec<Entry>> {
+        list_fd(self.open_dir(rel)?.as_fd())
+    }
+
+    /// The content of the regular file `rel`; a link or anything else there is an error.
+    pub fn read(&self, rel: &Path) -> io::Result<Vec<u8>> {
+        let (dir, name) = self.parent(rel)?;
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(dir.as_fd(), name, flags, Mode::empty()).map_err(err)?;
+        let st = rustix::fs::fstat(&fd).map_err(err)?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a regular file", rel.display()),
+            ));
+        }
+        let mut out = Vec::new();
+        io::Read::read_to_end(&mut std::fs::File::from(fd), &mut out)?;
+        Ok(out)
+    }
+
+    /// The target of the link `rel`.
+    pub fn read_link(&self, rel: &Path) -> io::Result<PathBuf> {
+        let (dir, name) = self.parent(rel)?;
+        let target = rustix::fs::readlinkat(dir.as_fd(), name, Vec::new()).map_err(err)?;
+        Ok(PathBuf::from(OsString::from_vec(target.into_bytes())))
+    }
+
+    /// Makes `rel` a regular file holding `bytes` with `mode`, in one step: a new file beside
+    /// it renamed over whatever is there (a directory there is removed first).
+    pub fn replace_file(&self, rel: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+        let (dir, name) = self.parent(rel)?;
+        let dir = dir.as_fd();
+        if meta_in(dir, name)?.is_some_and(|m| m.kind == Kind::Dir) {
+            remove_in(dir, name)?;
+        }
+        let mut tmp = OsString::from(".cordon-restore-");
+        tmp.push(name);
+        let _ = remove_in(dir, &tmp);
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = with_write_access(dir, || {
+            rustix::fs::openat(dir, &tmp, flags, Mode::from_raw_mode(mode & 0o777))
+        })?;
+        let mut file = std::fs::File::from(fd);
+        let written = io::Write::write_all(&mut file, bytes)
+            .and_then(|()| rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(err));
+        if let Err(e) = written {
+            let _ = rustix::fs::unlinkat(dir, &tmp, AtFlags::empty());
+            return Err(e);
+        }
+        with_write_access(dir, || rustix::fs::renameat(dir, &tmp, dir, name))
+    }
+
+    /// Makes `rel` a symlink to `target`, replacing whatever is there.
+    pub fn replace_symlink(&self, rel: &Path, target: &Path) -> io::Result<()> {
+        let (dir, name) = self.parent(rel)?;
+        let dir = dir.as_fd();
+        remove_in(dir, name)?;
+        with_write_access(dir, || rustix::fs::symlinkat(target, dir, name))
+    }
+
+    /// Makes `rel` a directory with `mode`, replacing anything else there; a directory
+    /// already there only gets the mode.
+    pub fn ensure_dir(&self, rel: &Path, mode: u32) -> io::Result<()> {
+        let (dir, name) = self.parent(rel)?;
+        let dir = dir.as_fd();
+        match meta_in(dir, name)? {
+            Some(m) if m.kind == Kind::Dir => {}
+            Some(_) => {
+                remove_in(dir, name)?;
+                with_write_access(dir, || {
+                    rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700))
+                })?;
+            }
+            None => with_write_access(dir, || {
+                rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700))
+            })?,
+        }
+        chmod_dir_nofollow(dir, name, mode)
+    }
+
+    /// Renames `from` to `to`, both names in the directory `parent`, replacing `to`.
+    pub fn rename_within(&self, parent: &Path, from: &OsStr, to: &OsStr) -> io::Result<()> {
+        let dir = self.open_dir(parent)?;
+        let dir = dir.as_fd();
+        remove_in(dir, to)?;
+        with_write_access(dir, || rustix::fs::renameat(dir, from, dir, to))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn removal_does_not_go_through_a_planted_link() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ws = dir.path().join("ws");
+        let secret = dir.path().join("ssh");
+        std::fs::create_dir_all(&ws)?;
+        std::fs::create_dir_all(&secret)?;
+        std::fs::write(secret.join("config"), "host")?;
+        let root = Root::open(&ws)?;
+        std::os::unix::fs::symlink(&secret, ws.join(".git"))?;
+        let e = root.remove(Path::new(".git/config")).unwrap_err();
+        assert!(
+            matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)),
+            "{e}"
+        );
+        assert!(secret.join("config").exists());
+        assert!(root.remove(Path::new(".git"))?, "the link itself goes");
+        assert!(secret.join("config").exists());
+        assert!(root.remove(Path::new("../ws")).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_read_only_parent_does_not_stop_removal() -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir()?;
+        let root = Root::open(dir.path())?;
+        std::fs::create_dir_all(dir.path().join("a/b"))?;
+        std::fs::write(dir.path().join("a/b/f"), "x")?;
+        std::fs::set_permissions(
+            dir.path().join("a/b"),
+            std::fs::Permissions::from_mode(0o000),
+        )?;
+        std::fs::set_permissions(dir.path().join("a"), std::fs::Permissions::from_mode(0o555))?;
+        assert!(root.remove(Path::new("a/b"))?);
+        assert!(!dir.path().join("a/b").exists());
+        let mode = std::fs::metadata(dir.path().join("a"))?
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o555, "the mode is put back");
+        Ok(())
+    }
+}
