@@ -10,6 +10,7 @@
 #[cfg(unix)]
 pub mod beneath;
 pub mod container;
+pub mod gitmeta;
 #[cfg(target_os = "linux")]
 pub mod handoff;
 mod protect;

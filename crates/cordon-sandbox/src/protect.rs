@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::beneath::{Kind, Root};
+use crate::gitmeta::{self, GitMeta};
 
 /// Names that run code or change an agent's permissions the next time something starts:
 /// shell start-up files, git's config and hooks, editor task folders, agent settings.
@@ -52,6 +53,9 @@ pub struct RunGuard {
     /// relative to it.
     absent: Vec<(usize, PathBuf)>,
     repo: PlantedRepoGuard,
+    /// The git metadata found before the run (what it held), and how far to search after it.
+    git: GitMeta,
+    git_limit: usize,
 }
 
 /// Something the guard removed after a run, and why.
@@ -59,6 +63,8 @@ pub struct RunGuard {
 pub struct Undone {
     pub path: PathBuf,
     pub why: &'static str,
+    /// What exactly was taken out of `path`, when not all of it (a config key).
+    pub detail: Option<String>,
 }
 
 /// Something the guard had to undo and could not.
@@ -76,13 +82,19 @@ pub struct UndoReport {
     /// Not empty means the host keeps something the run planted: cordon must say so loudly
     /// and fail.
     pub failed: Vec<NotUndone>,
+    /// How the check after the run fell short of what was asked.
+    pub weaker: Vec<String>,
 }
 
 impl UndoReport {
     fn removed(&mut self, root: &Root, rel: &Path, why: &'static str, r: std::io::Result<bool>) {
         let path = root.path().join(rel);
         match r {
-            Ok(true) => self.undone.push(Undone { path, why }),
+            Ok(true) => self.undone.push(Undone {
+                path,
+                why,
+                detail: None,
+            }),
             Ok(false) => {}
             Err(e) => self.failed.push(NotUndone {
                 path,
@@ -99,8 +111,15 @@ const LINK_ON_THE_WAY: &str =
 
 impl RunGuard {
     /// Notes, before a run, which protected paths do not exist in `cwd` and `writable`: the
-    /// protected names in each, and those of `extra` (absolute) that lie inside one.
-    pub fn before(cwd: &Path, writable: &[PathBuf], extra: &[PathBuf]) -> Self {
+    /// protected names in each, and those of `extra` (absolute) that lie inside one; `git`
+    /// is what [`gitmeta::scan`] found there (with `git_limit`), to compare with after it.
+    pub fn before(
+        cwd: &Path,
+        writable: &[PathBuf],
+        extra: &[PathBuf],
+        git: &GitMeta,
+        git_limit: usize,
+    ) -> Self {
         let mut roots = Vec::new();
         let mut unopened = Vec::new();
         for path in std::iter::once(cwd).chain(writable.iter().map(PathBuf::as_path)) {
@@ -113,7 +132,12 @@ impl RunGuard {
         }
         let mut absent = Vec::new();
         for (i, root) in roots.iter().enumerate() {
-            let names = PROTECTED_NAMES.iter().map(PathBuf::from);
+            // git's own files are checked by what they hold after the run: `git init` makes
+            // a config that must stay.
+            let names = PROTECTED_NAMES
+                .iter()
+                .filter(|n| !n.starts_with(".git/"))
+                .map(PathBuf::from);
             let inside = extra
                 .iter()
                 .filter_map(|p| root.relative(p))
@@ -133,6 +157,8 @@ impl RunGuard {
             unopened,
             absent,
             repo,
+            git: git.clone(),
+            git_limit,
         }
     }
 
@@ -166,10 +192,108 @@ impl RunGuard {
                 None => report.removed(root, rel, CREATED, root.remove(rel)),
             }
         }
+        self.take_out_git(&mut report);
         report.undone.dedup();
         report
     }
+
+    /// Searches the writable places for git metadata again, and takes out of what the run
+    /// wrote (a config or hook that is new or no longer holds what it did) the hooks and
+    /// config keys that would run a program.
+    fn take_out_git(&self, report: &mut UndoReport) {
+        let paths: Vec<PathBuf> = self.roots.iter().map(|r| r.path().to_path_buf()).collect();
+        let after = gitmeta::scan(&paths, self.git_limit);
+        if after.truncated {
+            report.weaker.push(format!(
+                "the search for git metadata the run left stopped after {} directory entries \
+                 ({}): repositories beyond it were not checked",
+                self.git_limit,
+                gitmeta::SCAN_LIMIT_VAR
+            ));
+        }
+        let unchanged =
+            |abs: &Path, now: &[u8]| self.git.contents.get(abs).is_some_and(|b| b == now);
+        for link in &after.links {
+            let Some((root, rel)) = self.inside(link) else {
+                continue;
+            };
+            let same = root
+                .read_link(rel)
+                .is_ok_and(|t| unchanged(link, &t.into_os_string().into_encoded_bytes()));
+            if !same {
+                report.removed(root, rel, LINK_ON_THE_WAY, root.remove(rel));
+            }
+        }
+        for g in &after.gitdirs {
+            let Some((root, rel)) = self.inside(&g.path) else {
+                continue;
+            };
+            for name in ["config", "config.worktree"] {
+                let rel = rel.join(name);
+                let abs = root.path().join(&rel);
+                let Ok(Some(meta)) = root.meta(&rel) else {
+                    continue;
+                };
+                let now = match root.read(&rel) {
+                    Ok(b) => b,
+                    // Not a regular file: git cannot read it as config either, but a
+                    // symlink could lead git to one elsewhere.
+                    Err(_) => {
+                        report.removed(root, &rel, GIT_CONFIG_ODD, root.remove(&rel));
+                        continue;
+                    }
+                };
+                if unchanged(&abs, &now) {
+                    continue;
+                }
+                let (kept, removed) = gitmeta::sanitize_config(&String::from_utf8_lossy(&now));
+                if removed.is_empty() {
+                    continue;
+                }
+                match root.replace_file(&rel, kept.as_bytes(), meta.mode) {
+                    Ok(()) => report.undone.extend(removed.into_iter().map(|r| Undone {
+                        path: abs.clone(),
+                        why: GIT_KEY,
+                        detail: Some(r),
+                    })),
+                    Err(e) => report.failed.push(NotUndone {
+                        path: abs.clone(),
+                        why: GIT_KEY,
+                        error: format!("{e} (keys: {})", removed.join(", ")),
+                    }),
+                }
+            }
+            let hooks = rel.join("hooks");
+            let Ok(entries) = root.list(&hooks) else {
+                continue;
+            };
+            for e in entries {
+                // git never runs a `.sample`; `git init` leaves them.
+                if e.name.to_string_lossy().ends_with(".sample") {
+                    continue;
+                }
+                let rel = hooks.join(&e.name);
+                let abs = root.path().join(&rel);
+                if root.read(&rel).is_ok_and(|b| unchanged(&abs, &b)) {
+                    continue;
+                }
+                report.removed(root, &rel, GIT_HOOK, root.remove(&rel));
+            }
+        }
+    }
+
+    /// The root `abs` lies in (the innermost), and `abs` relative to it.
+    fn inside<'a>(&'a self, abs: &'a Path) -> Option<(&'a Root, &'a Path)> {
+        self.roots
+            .iter()
+            .filter_map(|r| Some((r, r.relative(abs)?)))
+            .min_by_key(|(_, rel)| rel.as_os_str().len())
+    }
 }
+
+const GIT_KEY: &str = "a git setting that runs a program, in git config the command wrote";
+const GIT_HOOK: &str = "a git hook the command planted";
+const GIT_CONFIG_ODD: &str = "a git config file the command made into something other than a file";
 
 /// Whether a directory on the way from `root` to `rel` is a symlink now.
 fn through_a_link(root: &Root, rel: &Path) -> bool {
@@ -284,7 +408,13 @@ mod tests {
         let root = dir.path();
         std::fs::create_dir_all(root.join(".git"))?;
         std::fs::write(root.join(".gitmodules"), "kept")?;
-        let guard = RunGuard::before(root, &[], &[root.join("cfg/cordon")]);
+        let guard = RunGuard::before(
+            root,
+            &[],
+            &[root.join("cfg/cordon")],
+            &GitMeta::default(),
+            1000,
+        );
         std::fs::create_dir_all(root.join(".git/hooks"))?;
         std::fs::write(root.join(".git/hooks/pre-commit"), "evil")?;
         std::fs::write(root.join(".bashrc"), "evil")?;
@@ -296,7 +426,7 @@ mod tests {
             !root.join("cfg/cordon").exists(),
             "cordon's own settings were planted"
         );
-        assert!(!root.join(".git/hooks").exists() && !root.join(".bashrc").exists());
+        assert!(!root.join(".git/hooks/pre-commit").exists() && !root.join(".bashrc").exists());
         assert!(std::fs::symlink_metadata(root.join(".vscode")).is_err());
         assert!(
             std::path::Path::new("/etc").exists(),
@@ -318,7 +448,7 @@ mod tests {
         std::fs::create_dir_all(&ssh)?;
         std::fs::write(ssh.join("config"), "Host *")?;
         std::fs::create_dir_all(ssh.join("hooks"))?;
-        let guard = RunGuard::before(&ws, &[], &[]);
+        let guard = RunGuard::before(&ws, &[], &[], &GitMeta::default(), 1000);
         std::os::unix::fs::symlink(&ssh, ws.join(".git"))?;
         let report = guard.undo();
         assert!(report.failed.is_empty(), "{report:?}");

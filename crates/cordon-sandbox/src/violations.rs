@@ -58,7 +58,7 @@ impl From<&crate::Undone> for Violation {
             rule: u.why.to_string(),
             exact: true,
             action: Some("removed"),
-            evidence: None,
+            evidence: u.detail.clone(),
         }
     }
 }
@@ -119,8 +119,10 @@ impl Violation {
             (true, None) => "exact".to_string(),
             (false, _) => "inferred from the command's errors".to_string(),
         };
-        match (&self.evidence, self.undo_failed()) {
-            (Some(why), true) => format!("{}{path} ({how}): {}: {why}", self.operation, self.rule),
+        match (&self.evidence, self.exact) {
+            (Some(what), true) => {
+                format!("{}{path} ({how}): {}: {what}", self.operation, self.rule)
+            }
             _ => format!("{}{path} ({how}): {}", self.operation, self.rule),
         }
     }

@@ -169,6 +169,9 @@ pub struct Elsewhere<'a> {
     /// `--deny-read` as typed: its patterns also hide paths created later under Seatbelt.
     pub deny_read: &'a [PathBuf],
     pub own_settings: &'a [PathBuf],
+    /// The git metadata found before the run, for the check after it.
+    pub git: &'a cordon_sandbox::gitmeta::GitMeta,
+    pub git_limit: usize,
     pub report: Option<&'a Path>,
     /// Which hosts may be reached: a container gets cordon's proxy when any is allowed.
     pub net: &'a super::proxy::NetFlags,
@@ -337,12 +340,21 @@ fn run_seatbelt(
     options: &Options,
 ) -> anyhow::Result<u8> {
     let spec = run.spec;
-    let weaker = unenforced(run.wanted);
+    let weaker: Vec<String> = unenforced(run.wanted)
+        .into_iter()
+        .chain(super::run::git_search_weaker(run.git, run.git_limit))
+        .collect();
     eprintln!("cordon: warning: this run is confined less strictly than asked:");
     for w in &weaker {
         eprintln!("cordon:   - {w}");
     }
-    let guard = RunGuard::before(&spec.cwd, &spec.writable, run.own_settings);
+    let guard = RunGuard::before(
+        &spec.cwd,
+        &spec.writable,
+        run.own_settings,
+        run.git,
+        run.git_limit,
+    );
     let result = seatbelt::run(
         spec,
         profile,

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use cordon_sandbox::{
     Isolation, Limits, NetworkMode, RunGuard, SandboxSpec, Violation, existing_protected,
-    filter_environment, linked_worktree_writable,
+    filter_environment, gitmeta, gitmeta::GitMeta, linked_worktree_writable,
 };
 
 use super::paths::{Flag, LivePattern, resolve_all};
@@ -407,6 +407,9 @@ pub struct Plan {
     pub hidden: Vec<PathBuf>,
     pub reopened: Vec<PathBuf>,
     pub unix_sockets: Vec<PathBuf>,
+    /// The git metadata in the writable places before the run, and the search's bound.
+    pub git: GitMeta,
+    pub git_limit: usize,
     /// Patterns that matched nothing or too much: for the user, once per command they typed
     /// (the worker of `mcp --backend` plans again what its launcher has planned and said).
     pub warnings: Vec<String>,
@@ -458,6 +461,18 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     for root in std::iter::once(&cwd).chain(&writable) {
         read_only.extend(existing_protected(root));
     }
+    // git metadata at any depth (nested and vendored repositories, submodules, worktrees,
+    // a hooksPath in the tree): what makes git run a program stays read-only.
+    let git_limit = gitmeta::scan_limit().map_err(anyhow::Error::msg)?;
+    let roots: Vec<PathBuf> = std::iter::once(&cwd).chain(&writable).cloned().collect();
+    let git = gitmeta::scan(&roots, git_limit);
+    read_only.extend(
+        git.runs_code
+            .iter()
+            .filter(|p| roots.iter().any(|r| p.starts_with(r)) && !read_only.contains(p))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
     // cordon's own settings and policies, wherever a writable place holds them.
     let own_settings: Vec<PathBuf> = super::setup::own_settings_dirs()
         .into_iter()
@@ -484,6 +499,8 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         hidden,
         reopened,
         unix_sockets,
+        git,
+        git_limit,
         warnings,
     })
 }
@@ -546,6 +563,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         hidden,
         reopened,
         unix_sockets,
+        git,
+        git_limit,
         warnings: _,
     } = plan;
     let vars = std::env::vars_os()
@@ -645,6 +664,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         wanted: &wanted,
         deny_read: &args.sandbox.deny_read,
         own_settings: &own_settings,
+        git: &git,
+        git_limit,
         report: args.report.as_deref(),
         net: &args.sandbox.net,
         max_processes_given: args.sandbox.max_processes,
@@ -674,7 +695,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             spec.reopened.push(exe);
         }
     }
-    let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings);
+    let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings, &git, git_limit);
     let result = run_sandboxed(&spec);
     let refused = proxy.map(RunProxy::finish).unwrap_or_default();
     let undone = guard.undo();
@@ -687,6 +708,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         ),
         Err(_) => (&[][..], &[][..], &[][..], &[][..]),
     };
+    let weaker: Vec<String> = git_search_weaker(&git, git_limit)
+        .into_iter()
+        .chain(weaker.iter().cloned())
+        .chain(undone.weaker.iter().cloned())
+        .collect();
+    let weaker = weaker.as_slice();
     if !weaker.is_empty() && !args.report_only {
         eprintln!("cordon: warning: this run is confined less strictly than asked:");
         for w in weaker {
@@ -736,6 +763,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         args.report_only,
     )?;
     Ok(code)
+}
+
+/// What the search for git metadata before a run could not cover.
+pub(super) fn git_search_weaker(git: &GitMeta, limit: usize) -> Option<String> {
+    git.truncated.then(|| {
+        format!(
+            "the search for git metadata stopped after {limit} directory entries \
+             ({}): config and hooks of repositories beyond it are not read-only during the run",
+            gitmeta::SCAN_LIMIT_VAR
+        )
+    })
 }
 
 /// What cordon had to undo after a run and could not, as violations.

@@ -1,0 +1,647 @@
+//! Git metadata in writable places: what of it makes git run a program, found before a run
+//! (to keep it read-only) and checked after it (to take out what the run planted).
+//!
+//! git runs programs named by its repository files: hooks, and config keys such as
+//! `core.fsmonitor` or a filter driver. A repository may sit at any depth (vendored code,
+//! `node_modules`), be reached through a `.git` file, a `commondir`, a submodule under
+//! `modules/` or a linked worktree under `worktrees/`, and keep its hooks in the tree
+//! (`core.hooksPath`). Before a run all of these are found and the parts that run code kept
+//! read-only; objects, refs, the index and logs stay writable so commits work. After it the
+//! search is made again: a repository the run created or redirected keeps its objects, but
+//! loses the hooks and config keys that would run a program, each one reported.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
+
+/// Names in a git directory that make git run a program, or say where the rest is.
+pub const RUNS_CODE: &[&str] = &["config", "config.worktree", "hooks", "commondir", "info"];
+
+/// Most directory entries one search looks at before it stops.
+pub const DEFAULT_SCAN_LIMIT: usize = 400_000;
+
+/// The variable that changes [`DEFAULT_SCAN_LIMIT`].
+pub const SCAN_LIMIT_VAR: &str = "CORDON_GIT_SCAN_LIMIT";
+
+/// The search limit: [`SCAN_LIMIT_VAR`] when it is a number, else the default.
+pub fn scan_limit() -> Result<usize, String> {
+    match std::env::var(SCAN_LIMIT_VAR) {
+        Err(_) => Ok(DEFAULT_SCAN_LIMIT),
+        Ok(v) => v.trim().parse().map_err(|_| {
+            format!("{SCAN_LIMIT_VAR}={v:?} is not a number of directory entries; unset it or give e.g. {DEFAULT_SCAN_LIMIT}")
+        }),
+    }
+}
+
+/// Whether `rel`, a path relative to a writable place, is git metadata that makes git run a
+/// program (or redirects git to metadata elsewhere): a `.git` itself, and under a `.git`
+/// directory its config, hooks, `info/`, `commondir`, also those of submodules
+/// (`modules/…`) and linked worktrees (`worktrees/…`).
+pub fn runs_code(rel: &Path) -> bool {
+    let names: Vec<&OsStr> = rel
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    names.iter().enumerate().any(|(i, n)| {
+        if *n != ".git" {
+            return false;
+        }
+        let rest = &names[i + 1..];
+        match rest.first().and_then(|f| f.to_str()) {
+            None => true,
+            Some(first) if RUNS_CODE.contains(&first) => true,
+            Some("modules" | "worktrees") => rest[1..]
+                .iter()
+                .any(|r| r.to_str().is_some_and(|r| RUNS_CODE.contains(&r))),
+            _ => false,
+        }
+    })
+}
+
+/// A git directory found, with the work tree it serves when known (for a relative
+/// `core.hooksPath`).
+#[derive(Debug, Clone)]
+pub struct GitDir {
+    pub path: PathBuf,
+    pub worktree: Option<PathBuf>,
+}
+
+/// What a search found.
+#[derive(Debug, Default, Clone)]
+pub struct GitMeta {
+    pub gitdirs: Vec<GitDir>,
+    /// Existing paths that make git run a program (or redirect it): to keep read-only.
+    pub runs_code: Vec<PathBuf>,
+    /// The content of each config file and hook found, to tell afterwards what changed.
+    pub contents: HashMap<PathBuf, Vec<u8>>,
+    /// `.git` names that are symlinks (their targets are in `contents`).
+    pub links: Vec<PathBuf>,
+    /// The search stopped at its limit: what lies beyond was not looked at.
+    pub truncated: bool,
+}
+
+struct Search<'a> {
+    roots: &'a [PathBuf],
+    left: usize,
+    seen: HashSet<PathBuf>,
+    out: GitMeta,
+}
+
+/// Finds the git metadata in and reachable from `roots` (the writable places), looking at
+/// no more than `limit` directory entries.
+pub fn scan(roots: &[PathBuf], limit: usize) -> GitMeta {
+    let mut s = Search {
+        roots,
+        left: limit,
+        seen: HashSet::new(),
+        out: GitMeta::default(),
+    };
+    for root in roots {
+        s.walk(root);
+    }
+    s.out.runs_code.sort();
+    s.out.runs_code.dedup();
+    s.out
+}
+
+fn is_file(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file())
+}
+
+fn exists(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
+}
+
+/// What a `.git` file (`gitdir: …`) points at, resolved against its directory.
+fn gitfile_target(file: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
+    Some(file.parent()?.join(target))
+}
+
+impl Search<'_> {
+    /// Looks at one directory's entries; false when the limit is reached.
+    fn take(&mut self, n: usize) -> bool {
+        if self.left < n {
+            self.left = 0;
+            self.out.truncated = true;
+            return false;
+        }
+        self.left -= n;
+        true
+    }
+
+    fn walk(&mut self, root: &Path) {
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            let Ok(read) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let entries: Vec<_> = read.flatten().collect();
+            if !self.take(entries.len()) {
+                return;
+            }
+            let has = |n: &str| entries.iter().any(|e| e.file_name() == n);
+            if has("HEAD") && has("objects") && has("refs") {
+                // A bare repository: git finds it from a directory inside it.
+                self.gitdir(&dir, None);
+                continue;
+            }
+            for e in &entries {
+                let Ok(t) = e.file_type() else { continue };
+                let path = e.path();
+                if e.file_name() == ".git" {
+                    if t.is_dir() {
+                        self.gitdir(&path, Some(&dir));
+                    } else if t.is_symlink() {
+                        // Where it leads is not followed: a link the run made is taken
+                        // away after it, one that was there is kept as it is.
+                        self.out.runs_code.push(path.clone());
+                        self.out.links.push(path.clone());
+                        if let Ok(target) = std::fs::read_link(&path) {
+                            let bytes = target.into_os_string().into_encoded_bytes();
+                            self.out.contents.insert(path.clone(), bytes);
+                        }
+                    } else if t.is_file() {
+                        self.out.runs_code.push(path.clone());
+                        self.remember(&path);
+                        if let Some(target) = gitfile_target(&path) {
+                            self.gitdir(&target, Some(&dir));
+                        }
+                    }
+                } else if t.is_dir() {
+                    stack.push(path);
+                }
+            }
+        }
+    }
+
+    fn remember(&mut self, file: &Path) {
+        if let Ok(bytes) = std::fs::read(file) {
+            self.out.contents.insert(file.to_path_buf(), bytes);
+        }
+    }
+
+    fn gitdir(&mut self, path: &Path, worktree: Option<&Path>) {
+        let Ok(path) = std::fs::canonicalize(path) else {
+            return;
+        };
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+            return;
+        }
+        let first = self.seen.insert(path.clone());
+        if let Some(wt) = worktree {
+            // A submodule's directory is met first under `modules/`, without its work
+            // tree; its `.git` file brings the work tree for a relative hooksPath.
+            self.hooks_path(&path, wt);
+        }
+        if !first {
+            return;
+        }
+        self.out.gitdirs.push(GitDir {
+            path: path.clone(),
+            worktree: worktree.map(Path::to_path_buf),
+        });
+        for name in RUNS_CODE {
+            let p = path.join(name);
+            if exists(&p) {
+                self.out.runs_code.push(p);
+            }
+        }
+        for name in ["config", "config.worktree"] {
+            let cfg = path.join(name);
+            if !is_file(&cfg) {
+                continue;
+            }
+            self.remember(&cfg);
+            for inc in config_values(&cfg, is_include) {
+                let inc = expand(&inc, cfg.parent().unwrap_or(&path));
+                if is_file(&inc) {
+                    self.out.runs_code.push(inc.clone());
+                    self.remember(&inc);
+                }
+            }
+        }
+        if let Ok(hooks) = std::fs::read_dir(path.join("hooks")) {
+            for h in hooks.flatten() {
+                self.remember(&h.path());
+            }
+        }
+        if let Ok(c) = std::fs::read_to_string(path.join("commondir")) {
+            let common = path.join(c.trim());
+            self.gitdir(&common, None);
+        }
+        for nested in ["modules", "worktrees"] {
+            self.nested(&path.join(nested));
+        }
+        if let Some(wt) = worktree {
+            self.hooks_path(&path, wt);
+        }
+    }
+
+    /// Git directories under `modules/` (names may hold slashes, submodules nest) and
+    /// `worktrees/`.
+    fn nested(&mut self, dir: &Path) {
+        let Ok(read) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let entries: Vec<_> = read.flatten().collect();
+        if !self.take(entries.len()) {
+            return;
+        }
+        for e in entries {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let p = e.path();
+            if exists(&p.join("HEAD")) || exists(&p.join("commondir")) {
+                self.gitdir(&p, None);
+            } else {
+                self.nested(&p);
+            }
+        }
+    }
+
+    /// The directory a repository's `core.hooksPath` names, relative to its work tree.
+    fn hooks_path(&mut self, gitdir: &Path, worktree: &Path) {
+        for name in ["config", "config.worktree"] {
+            for v in config_values(&gitdir.join(name), |s, _, k| {
+                s == "core" && k == "hookspath"
+            }) {
+                let dir = expand(&v, worktree);
+                if exists(&dir) && self.roots.iter().any(|r| dir.starts_with(r)) {
+                    self.out.runs_code.push(dir.clone());
+                    if let Ok(hooks) = std::fs::read_dir(&dir) {
+                        for h in hooks.flatten() {
+                            self.remember(&h.path());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn is_include(section: &str, _sub: Option<&str>, key: &str) -> bool {
+    (section == "include" || section == "includeif") && key == "path"
+}
+
+/// A path from a config value: `~/` is the home directory, a relative one is taken from
+/// `base`.
+fn expand(value: &str, base: &Path) -> PathBuf {
+    match value.strip_prefix("~/") {
+        Some(rest) => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(rest),
+        None => base.join(value),
+    }
+}
+
+/// The values of the keys `want` picks in a config file.
+fn config_values(file: &Path, want: impl Fn(&str, Option<&str>, &str) -> bool) -> Vec<String> {
+    let Ok(text) = std::fs::read(file) else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&text);
+    parse(&text)
+        .into_iter()
+        .filter_map(|l| match l {
+            Line::Key {
+                section,
+                sub,
+                key,
+                value,
+                ..
+            } if want(&section, sub.as_deref(), &key) => Some(value),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One logical line of a git config file.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    /// A section header, a comment or a blank line: kept as written.
+    Other(String),
+    /// `key = value` (continuations joined in `raw`), with the section it is in.
+    Key {
+        raw: String,
+        section: String,
+        sub: Option<String>,
+        key: String,
+        value: String,
+    },
+    /// Something git would not read either: kept out of a config cordon writes.
+    Unreadable(String),
+}
+
+/// Reads a config file into logical lines, the way git-config(1) describes the syntax:
+/// `[section]`, `[section "sub"]`, `[section.sub]`, a key after a header on the same line,
+/// quotes, escapes, `#`/`;` comments and `\` continuations.
+fn parse(text: &str) -> Vec<Line> {
+    let mut out = Vec::new();
+    let mut section = String::new();
+    let mut sub: Option<String> = None;
+    let mut lines = text.split_inclusive('\n').peekable();
+    while let Some(first) = lines.next() {
+        let mut raw = first.to_string();
+        let trimmed = first.trim_start();
+        let mut rest: &str = trimmed;
+        let mut header = String::new();
+        if trimmed.starts_with('[') {
+            let Some((name, tail, len)) = read_header(trimmed) else {
+                out.push(Line::Unreadable(raw));
+                continue;
+            };
+            (section, sub) = name;
+            header = first[..first.len() - trimmed.len() + len].to_string();
+            rest = tail;
+        }
+        let body = rest.trim();
+        if body.is_empty() || body.starts_with('#') || body.starts_with(';') {
+            out.push(Line::Other(raw));
+            continue;
+        }
+        // Continuations: an odd number of trailing backslashes outside quotes.
+        let mut logical = rest.to_string();
+        while continues(&logical) {
+            let Some(next) = lines.next() else { break };
+            raw.push_str(next);
+            logical.push_str(next);
+        }
+        let key: String = body
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        let after = body[key.len()..].trim_start();
+        let value = if after.is_empty() || after.starts_with('#') || after.starts_with(';') {
+            Some(String::new())
+        } else {
+            after
+                .strip_prefix('=')
+                .map(|v| unquote(logical.split_once('=').map_or(v, |(_, v)| v)))
+        };
+        match value {
+            Some(value)
+                if !key.is_empty() && key.starts_with(|c: char| c.is_ascii_alphabetic()) =>
+            {
+                if !header.is_empty() {
+                    out.push(Line::Other(format!("{}\n", header.trim_end())));
+                    raw = raw[header.len()..].to_string();
+                }
+                out.push(Line::Key {
+                    raw,
+                    section: section.clone(),
+                    sub: sub.clone(),
+                    key: key.to_ascii_lowercase(),
+                    value,
+                });
+            }
+            _ => out.push(Line::Unreadable(raw)),
+        }
+    }
+    out
+}
+
+/// `[name]`, `[name "sub"]` or `[name.sub]` at the start of `line`: the section (lower
+/// case) and subsection, what follows on the line, and the header's length.
+fn read_header(line: &str) -> Option<((String, Option<String>), &str, usize)> {
+    let inner = &line[1..];
+    let name_len = inner
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
+        .unwrap_or(inner.len());
+    let name = &inner[..name_len];
+    let after = &inner[name_len..];
+    if let Some(close) = after.strip_prefix(']') {
+        let (section, sub) = match name.split_once('.') {
+            Some((s, sub)) => (s.to_ascii_lowercase(), Some(sub.to_ascii_lowercase())),
+            None => (name.to_ascii_lowercase(), None),
+        };
+        return Some(((section, sub), close, 1 + name_len + 1));
+    }
+    let quoted = after.trim_start().strip_prefix('"')?;
+    let mut sub = String::new();
+    let mut chars = quoted.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => sub.push(chars.next()?.1),
+            '"' => {
+                let tail = quoted[i + 1..].strip_prefix(']')?;
+                let len = line.len() - tail.len();
+                return Some(((name.to_ascii_lowercase(), Some(sub)), tail, len));
+            }
+            '\n' => return None,
+            c => sub.push(c),
+        }
+    }
+    None
+}
+
+fn continues(logical: &str) -> bool {
+    let mut quoted = false;
+    let mut escaped = false;
+    let body = logical.trim_end_matches(['\n', '\r']);
+    for c in body.chars() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            '"' => quoted = !quoted,
+            '#' | ';' if !quoted => return false,
+            _ => {}
+        }
+    }
+    escaped
+}
+
+/// A value as git reads it: quotes removed, escapes decoded, comments cut, continuations
+/// joined.
+fn unquote(v: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some('\n') | None => {}
+                Some(c) => out.push(c),
+            },
+            '#' | ';' if !quoted => break,
+            '\n' | '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out.trim().to_string()
+}
+
+/// Whether a config key makes git run a program (or load more config that may), taken from
+/// git-config(1): `section` and `key` in lower case, `sub` as written.
+pub fn key_runs_program(section: &str, sub: Option<&str>, key: &str, value: &str) -> bool {
+    let v = value.trim_start();
+    match (section, sub, key) {
+        // Programs git runs by name or as a shell command.
+        ("core", None, "fsmonitor" | "hookspath" | "sshcommand" | "pager" | "editor")
+        | ("core", None, "askpass" | "gitproxy" | "alternaterefscommand") => true,
+        ("sequence", None, "editor") => true,
+        ("diff", None, "external") => true,
+        ("diff", Some(_), "command" | "textconv") => true,
+        ("merge", Some(_), "driver") => true,
+        ("filter", Some(_), "clean" | "smudge" | "process") => true,
+        ("difftool" | "mergetool", Some(_), "cmd" | "path") => true,
+        ("alias", _, _) => v.starts_with('!'),
+        ("credential", _, "helper") => true,
+        ("gpg", _, "program") | ("gpg", Some(_), "defaultkeycommand") => true,
+        ("uploadpack", None, "packobjectshook") => true,
+        ("pager", _, _) => true,
+        ("web", None, "browser") => true,
+        ("browser" | "man" | "guitool", Some(_), "cmd" | "path") => true,
+        ("sendemail", _, "sendmailcmd" | "tocmd" | "cccmd" | "headercmd" | "smtpserver") => true,
+        ("trailer", Some(_), "command" | "cmd") => true,
+        ("submodule", Some(_), "update") => v.starts_with('!'),
+        ("remote", Some(_), "uploadpack" | "receivepack" | "vcs") => true,
+        ("remote", Some(_), "url" | "pushurl") => v.starts_with("ext::"),
+        ("url", Some(base), "insteadof" | "pushinsteadof") => base.starts_with("ext::"),
+        ("protocol", _, "allow") => true,
+        ("init", None, "templatedir") => true,
+        // More config, from a file the command may have written.
+        ("include" | "includeif", _, "path") => true,
+        _ => false,
+    }
+}
+
+/// A config file's text with the keys that run a program taken out, and what was taken.
+/// Lines git could not read either are taken out too (git refuses such a file; cordon
+/// will not guess what it means).
+pub fn sanitize_config(text: &str) -> (String, Vec<String>) {
+    let mut kept = String::new();
+    let mut removed = Vec::new();
+    for line in parse(text) {
+        match line {
+            Line::Other(raw) => kept.push_str(&raw),
+            Line::Key {
+                raw,
+                section,
+                sub,
+                key,
+                value,
+            } => {
+                if key_runs_program(&section, sub.as_deref(), &key, &value) {
+                    let name = match &sub {
+                        Some(s) => format!("{section}.{s}.{key}"),
+                        None => format!("{section}.{key}"),
+                    };
+                    removed.push(format!("{name} = {value}"));
+                } else {
+                    kept.push_str(&raw);
+                }
+            }
+            Line::Unreadable(raw) => removed.push(format!("unreadable line {:?}", raw.trim())),
+        }
+    }
+    (kept, removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_runs_code_is_named() {
+        for p in [
+            ".git",
+            ".git/config",
+            ".git/hooks/pre-commit",
+            "vendor/lib/.git/config",
+            "node_modules/x/.git/hooks",
+            ".git/modules/sub/config",
+            ".git/modules/a/modules/b/hooks/post-checkout",
+            ".git/worktrees/wt/commondir",
+            ".git/info/attributes",
+        ] {
+            assert!(runs_code(Path::new(p)), "{p}");
+        }
+        for p in [
+            ".git/objects/ab/cdef",
+            ".git/refs/heads/config",
+            ".git/index",
+            ".git/logs/HEAD",
+            "src/config",
+            ".gitignore",
+        ] {
+            assert!(!runs_code(Path::new(p)), "{p}");
+        }
+    }
+
+    #[test]
+    fn keys_that_run_programs_are_taken_out() {
+        let text = "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = evil\n\
+                    [core] hooksPath = .husky\n\
+                    [alias]\n\tst = status\n\tx = \"!sh -c evil\"\n\
+                    [filter \"lfs\"]\n\tsmudge = evil \\\n  more\n\
+                    [diff.foo]\n\ttextconv = evil\n\
+                    [includeIf \"gitdir:/\"]\n\tpath = evil.cfg\n\
+                    [remote \"o\"]\n\turl = ext::sh -c evil\n\tfetch = +refs/heads/*:refs/remotes/o/*\n\
+                    [user]\n\tname = Me # core.editor = not a key\n";
+        let (kept, removed) = sanitize_config(text);
+        let names: Vec<&str> = removed
+            .iter()
+            .map(|r| r.split(" = ").next().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "core.fsmonitor",
+                "core.hookspath",
+                "alias.x",
+                "filter.lfs.smudge",
+                "diff.foo.textconv",
+                "includeif.gitdir:/.path",
+                "remote.o.url"
+            ],
+            "{kept}"
+        );
+        assert!(kept.contains("repositoryformatversion") && kept.contains("st = status"));
+        assert!(kept.contains("fetch = +refs") && kept.contains("name = Me"));
+        assert!(!kept.contains("evil"), "{kept}");
+        assert!(
+            kept.contains("[core]\n"),
+            "the header of a same-line key stays"
+        );
+    }
+
+    #[test]
+    fn a_nested_repository_and_its_hooks_path_are_found() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let root = std::fs::canonicalize(dir.path())?;
+        let lib = root.join("node_modules/lib");
+        std::fs::create_dir_all(lib.join(".git/hooks"))?;
+        std::fs::create_dir_all(lib.join(".git/objects"))?;
+        std::fs::create_dir_all(lib.join(".husky"))?;
+        std::fs::write(lib.join(".git/config"), "[core]\n\thooksPath = .husky\n")?;
+        std::fs::create_dir_all(root.join(".git/modules/sub/hooks"))?;
+        std::fs::write(root.join(".git/modules/sub/HEAD"), "ref: refs/heads/main\n")?;
+        std::fs::write(root.join(".git/modules/sub/config"), "[core]\n")?;
+        std::fs::create_dir_all(root.join("sub"))?;
+        std::fs::write(root.join("sub/.git"), "gitdir: ../.git/modules/sub\n")?;
+        let found = scan(std::slice::from_ref(&root), 1000);
+        for p in [
+            "node_modules/lib/.git/config",
+            "node_modules/lib/.git/hooks",
+            "node_modules/lib/.husky",
+            ".git/modules/sub/config",
+            ".git/modules/sub/hooks",
+            "sub/.git",
+        ] {
+            assert!(found.runs_code.contains(&root.join(p)), "{p}: {found:?}");
+        }
+        assert!(!found.truncated);
+        assert!(scan(&[root], 3).truncated);
+        Ok(())
+    }
+}
