@@ -203,6 +203,76 @@ fn was_reported(o: &Output, path: &str) -> bool {
         .any(|l| l.starts_with("cordon: ") && l.contains(path))
 }
 
+/// git on the host, as a user would run it after the run: no global or system config.
+fn git(dir: &Path, args: &[&str]) -> Output {
+    Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "protocol.file.allow=always",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .expect("git")
+}
+
+/// A repository at `dir` with one commit, made on the host.
+fn git_repo(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    for args in [
+        &["init", "-q", "-b", "main", "."][..],
+        &["commit", "-q", "--allow-empty", "-m", "first"],
+    ] {
+        let o = git(dir, args);
+        assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+    }
+}
+
+/// A program outside the workspace that leaves a mark when git runs it; the command plants
+/// it as a hook or names it in a config key, and the user's next git on the host must not
+/// run it.
+fn evil_program(sb: &Sandbox) -> (PathBuf, PathBuf) {
+    let mark = sb.outside.join("GIT-RAN-IT");
+    let prog = sb.outside.join("evil.sh");
+    write(&prog, &format!("#!/bin/sh\ntouch {}\n", q(&mark)));
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (prog, mark)
+}
+
+/// After `script` (given the evil program's path), git commands on the host in each of
+/// `dirs` (relative to the workspace) must not run what the command planted.
+fn git_runs_nothing(sb: &Sandbox, script: &str, dirs: &[&str]) -> Verdict {
+    let (prog, mark) = evil_program(sb);
+    let o = sb.sh(&script.replace("EVIL", &prog.display().to_string()));
+    for d in dirs {
+        let dir = sb.ws.join(d);
+        for args in [
+            &["status"][..],
+            &["add", "-A"],
+            &["commit", "-q", "--allow-empty", "-m", "after"],
+            &["diff", "HEAD~1"],
+            &["checkout", "-q", "-b", "after-run"],
+        ] {
+            let _ = git(&dir, args);
+        }
+        if mark.exists() {
+            return Err(format!(
+                "git on the host ran what the command planted (in {d})\n{}",
+                stderr(&o)
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn protected_layout(ws: &Path) {
     write(&ws.join(".bashrc"), "# mine\n");
     write(&ws.join(".git/config"), "[core]\n");
@@ -440,8 +510,131 @@ fn attempts() -> Vec<Attempt> {
             "create .git/hooks where there was none",
             Layout::GitWithoutHooks,
             "mkdir -p .git/hooks && echo evil > .git/hooks/post-checkout",
-            ".git/hooks",
+            ".git/hooks/post-checkout",
         ),
+        // ---- git metadata anywhere in the workspace ----
+        attempt("set core.fsmonitor in a vendored repository", |sb| {
+            git_repo(&sb.ws);
+            git_repo(&sb.ws.join("vendor/lib"));
+            git_runs_nothing(
+                sb,
+                "printf '[core]\\n\\tfsmonitor = EVIL\\n' >> vendor/lib/.git/config",
+                &["vendor/lib"],
+            )
+        }),
+        attempt("plant a hook in a repository in node_modules", |sb| {
+            git_repo(&sb.ws);
+            git_repo(&sb.ws.join("node_modules/dep"));
+            git_runs_nothing(
+                sb,
+                "d=node_modules/dep/.git/hooks; mkdir -p $d; \
+                 for h in pre-commit post-checkout; do printf '#!/bin/sh\\nexec EVIL\\n' > $d/$h; \
+                 chmod +x $d/$h; done",
+                &["node_modules/dep"],
+            )
+        }),
+        attempt(
+            "set core.fsmonitor and a hook in a submodule's git directory",
+            |sb| {
+                git_repo(&sb.ws);
+                std::fs::create_dir_all(sb.ws.join(".git/modules")).expect("mkdir");
+                let o = git(
+                    &sb.ws,
+                    &["init", "-q", "--separate-git-dir=.git/modules/sub", "sub"],
+                );
+                assert!(sb.ws.join("sub/.git").is_file(), "{}", stderr(&o));
+                let _ = git(
+                    &sb.ws.join("sub"),
+                    &["commit", "-q", "--allow-empty", "-m", "s"],
+                );
+                git_runs_nothing(
+                    sb,
+                    "printf '[core]\\n\\tfsmonitor = EVIL\\n' >> .git/modules/sub/config; \
+                 mkdir -p .git/modules/sub/hooks; \
+                 printf '#!/bin/sh\\nexec EVIL\\n' > .git/modules/sub/hooks/pre-commit; \
+                 chmod +x .git/modules/sub/hooks/pre-commit",
+                    &["sub"],
+                )
+            },
+        ),
+        attempt("point .git/commondir at a copy with an evil config", |sb| {
+            git_repo(&sb.ws);
+            git_runs_nothing(
+                sb,
+                "cp -r .git copy && printf '[core]\\n\\tfsmonitor = EVIL\\n' >> copy/config \
+                 && echo ../copy > .git/commondir",
+                &["."],
+            )
+        }),
+        attempt(
+            "turn .git into a file pointing at a planted repository",
+            |sb| {
+                git_repo(&sb.ws);
+                git_runs_nothing(
+                    sb,
+                    "cp -r .git sub-r && printf '[core]\\n\\tfsmonitor = EVIL\\n' >> sub-r/config; \
+                 mv .git old-git || rm -rf .git; echo 'gitdir: sub-r' > .git",
+                    &["."],
+                )
+            },
+        ),
+        attempt(
+            "point a .git file at a planted repository in an empty workspace",
+            |sb| {
+                git_runs_nothing(
+                    sb,
+                    "git init -q x && mkdir sub && mv x/.git sub/r && rmdir x && \
+                 printf '[core]\\n\\tfsmonitor = EVIL\\n' >> sub/r/config && echo 'gitdir: sub/r' > .git",
+                    &["."],
+                )
+            },
+        ),
+        attempt("rewrite a linked worktree's commondir", |sb| {
+            // The workspace is a linked worktree of a repository outside it.
+            let main = sb.outside.join("main");
+            git_repo(&main);
+            std::fs::remove_dir(&sb.ws).expect("rmdir");
+            let ws = sb.ws.to_str().expect("utf-8");
+            let o = git(&main, &["worktree", "add", "-q", ws]);
+            assert!(o.status.success(), "{}", stderr(&o));
+            git_runs_nothing(
+                sb,
+                "d=$(git rev-parse --git-dir); cp -r \"$(git rev-parse --git-common-dir)\" evil-common \
+                 && printf '[core]\\n\\tfsmonitor = EVIL\\n' >> evil-common/config; \
+                 echo \"$PWD/evil-common\" > $d/commondir",
+                &["."],
+            )
+        }),
+        attempt("plant a hook in the repository's core.hooksPath", |sb| {
+            git_repo(&sb.ws);
+            let o = git(&sb.ws, &["config", "core.hooksPath", ".husky"]);
+            assert!(o.status.success(), "{}", stderr(&o));
+            write(&sb.ws.join(".husky/_/keep"), "");
+            git_runs_nothing(
+                sb,
+                "for h in pre-commit post-checkout; do printf '#!/bin/sh\\nexec EVIL\\n' > .husky/$h; \
+                 chmod +x .husky/$h; done",
+                &["."],
+            )
+        }),
+        attempt("create a repository with core.fsmonitor set", |sb| {
+            git_runs_nothing(
+                sb,
+                "git init -q newproj && printf '[core]\\n\\tfsmonitor = EVIL\\n' >> newproj/.git/config",
+                &["newproj"],
+            )
+        }),
+        attempt("create a repository with keys that run programs", |sb| {
+            git_runs_nothing(
+                sb,
+                "git init -q newproj && cd newproj && git config core.pager EVIL && \
+                 git config alias.status '!EVIL' && git config core.hooksPath /x && \
+                 git config filter.f.smudge EVIL && git config filter.f.clean EVIL && \
+                 git config diff.external EVIL && git config include.path ../../inc && \
+                 printf '[core]\\n\\tfsmonitor = EVIL\\n' > ../inc && echo '* filter=f diff' > .gitattributes",
+                &["newproj"],
+            )
+        }),
         // ---- the clean-up after the run ----
         // `RunGuard` removes `.git/config` and `.git/hooks` a run created; a `.git` that is a
         // link to a host directory must not carry that removal there.
@@ -1043,9 +1236,9 @@ fn run_suite(mode: Mode) {
         if mode == Mode::LandlockOnly && a.needs_namespaces {
             continue;
         }
-        // To try a few attempts while working on them: a part of their names.
+        // To try a few attempts while working on them: parts of their names, `|` between.
         if let Ok(only) = std::env::var("CORDON_ESCAPE_ONLY")
-            && !a.name.contains(&only)
+            && !only.split('|').any(|o| a.name.contains(o))
         {
             continue;
         }
