@@ -635,6 +635,63 @@ fn attempts() -> Vec<Attempt> {
                 &["newproj"],
             )
         }),
+        // Not an escape: git keeps working in the sandbox (a new repository, the workspace's,
+        // a submodule's), while what the run set to run a program is taken out and reported.
+        attempt(
+            "commit in a new repository and in a submodule, planting keys on the way",
+            |sb| {
+                let src = sb.outside.join("subsrc");
+                git_repo(&src);
+                git_repo(&sb.ws);
+                let src_s = src.to_str().expect("utf-8");
+                let o = git(&sb.ws, &["submodule", "add", "-q", src_s, "sub"]);
+                assert!(o.status.success(), "{}", stderr(&o));
+                let o = git(&sb.ws, &["commit", "-q", "-m", "add sub"]);
+                assert!(o.status.success(), "{}", stderr(&o));
+                let (prog, mark) = evil_program(sb);
+                let report = sb.outside.join("report.json");
+                let g = "git -c user.name=t -c user.email=t@example.invalid";
+                let script = format!(
+                    "set -e; {g} init -q newproj; cd newproj; echo a > a; {g} add a; \
+                     {g} commit -q -m in-new; git config core.fsmonitor {p}; \
+                     git config alias.st '!{p}'; cd ../sub; echo s > s; {g} add s; \
+                     {g} commit -q -m in-sub; cd ..; {g} add sub; {g} commit -q -m top",
+                    p = q(&prog)
+                );
+                let o = sb.run(&["--report", report.to_str().expect("utf-8"), "-c", &script]);
+                if !o.status.success() {
+                    return Err(format!("git failed in the sandbox: {}", stderr(&o)));
+                }
+                for (dir, message) in [("newproj", "in-new"), ("sub", "in-sub"), (".", "top")] {
+                    let log = git(&sb.ws.join(dir), &["log", "-1", "--format=%s"]);
+                    if stdout(&log).trim() != message {
+                        return Err(format!("no commit {message} in {dir}: {}", stderr(&log)));
+                    }
+                }
+                let _ = git(&sb.ws.join("newproj"), &["status"]);
+                let _ = git(&sb.ws.join("newproj"), &["st"]);
+                if mark.exists() {
+                    return Err("git ran a key the run set".into());
+                }
+                let r: serde_json::Value = serde_json::from_slice(
+                    &std::fs::read(&report).map_err(|e| format!("no report: {e}"))?,
+                )
+                .map_err(|e| e.to_string())?;
+                let removed: Vec<String> = r["blocked"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| b["action"] == "removed" && b["exact"] == true)
+                    .filter_map(|b| b["evidence"].as_str().map(String::from))
+                    .collect();
+                for key in ["core.fsmonitor", "alias.st"] {
+                    if !removed.iter().any(|e| e.starts_with(key)) {
+                        return Err(format!("{key} was not reported as removed: {r}"));
+                    }
+                }
+                Ok(())
+            },
+        ),
         // ---- the clean-up after the run ----
         // `RunGuard` removes `.git/config` and `.git/hooks` a run created; a `.git` that is a
         // link to a host directory must not carry that removal there.
