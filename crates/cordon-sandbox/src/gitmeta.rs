@@ -17,7 +17,8 @@ use std::path::{Component, Path, PathBuf};
 /// Names in a git directory that make git run a program, or say where the rest is.
 pub const RUNS_CODE: &[&str] = &["config", "config.worktree", "hooks", "commondir", "info"];
 
-/// Most directory entries one search looks at before it stops.
+/// Most directory entries one search looks at before it stops (a tree of 100 000 files
+/// takes about 0.1 s to search; docs/BENCHMARKS.md).
 pub const DEFAULT_SCAN_LIMIT: usize = 400_000;
 
 /// The variable that changes [`DEFAULT_SCAN_LIMIT`].
@@ -79,14 +80,40 @@ pub struct GitMeta {
     pub contents: HashMap<PathBuf, Vec<u8>>,
     /// `.git` names that are symlinks (their targets are in `contents`).
     pub links: Vec<PathBuf>,
+    /// `.git` files (`gitdir: …`), with the directory they are in.
+    pub gitfiles: Vec<(PathBuf, PathBuf)>,
+    /// Every directory the search read, with what tells whether its entries changed since:
+    /// the inode and the change time (which a command cannot set back).
+    pub dirs: Vec<(PathBuf, Stamp)>,
     /// The search stopped at its limit: what lies beyond was not looked at.
     pub truncated: bool,
+}
+
+/// A directory's inode and change time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    ino: u64,
+    ctime: i64,
+    ctime_nsec: i64,
+}
+
+fn stamp(dir: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(dir).ok()?;
+    m.is_dir().then(|| Stamp {
+        ino: m.ino(),
+        ctime: m.ctime(),
+        ctime_nsec: m.ctime_nsec(),
+    })
 }
 
 struct Search<'a> {
     roots: &'a [PathBuf],
     left: usize,
     seen: HashSet<PathBuf>,
+    /// After a run: the directories read before it, which are looked at one by one rather
+    /// than reached by the walk.
+    known: HashSet<&'a Path>,
     out: GitMeta,
 }
 
@@ -97,6 +124,7 @@ pub fn scan(roots: &[PathBuf], limit: usize) -> GitMeta {
         roots,
         left: limit,
         seen: HashSet::new(),
+        known: HashSet::new(),
         out: GitMeta::default(),
     };
     for root in roots {
@@ -104,6 +132,47 @@ pub fn scan(roots: &[PathBuf], limit: usize) -> GitMeta {
     }
     s.out.runs_code.sort();
     s.out.runs_code.dedup();
+    s.out
+}
+
+/// The search again after a run, reading only what may have changed: a directory read
+/// before whose inode and change time are the same holds the same names (a new `.git` or
+/// repository in it would have changed them), so only changed directories and the new ones
+/// under them are read; every git directory and `.git` file known before is looked at again.
+pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
+    let mut s = Search {
+        roots,
+        left: limit,
+        seen: HashSet::new(),
+        known: before.dirs.iter().map(|(d, _)| d.as_path()).collect(),
+        out: GitMeta::default(),
+    };
+    for root in roots {
+        if !s.known.contains(root.as_path()) {
+            s.walk(root);
+        }
+    }
+    for (dir, was) in &before.dirs {
+        if !s.take(1) {
+            break;
+        }
+        if stamp(dir).is_some_and(|now| now != *was) {
+            s.walk(dir);
+        }
+    }
+    for g in &before.gitdirs {
+        s.gitdir(&g.path, g.worktree.as_deref());
+    }
+    for (file, dir) in &before.gitfiles {
+        s.dot_git(file, dir);
+    }
+    for link in &before.links {
+        s.dot_git(link, link.parent().unwrap_or(Path::new("/")));
+    }
+    s.out.runs_code.sort();
+    s.out.runs_code.dedup();
+    s.out.links.sort();
+    s.out.links.dedup();
     s.out
 }
 
@@ -135,8 +204,14 @@ impl Search<'_> {
     }
 
     fn walk(&mut self, root: &Path) {
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(dir) = stack.pop() {
+        // Breadth first: where the limit stops it, the repositories nearest the top (the
+        // ones a user's git meets first) have been found.
+        let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
+        while let Some(dir) = queue.pop_front() {
+            // Taken before the names are read: a change after it shows afterwards.
+            let Some(stamp) = stamp(&dir) else {
+                continue;
+            };
             let Ok(read) = std::fs::read_dir(&dir) else {
                 continue;
             };
@@ -144,6 +219,7 @@ impl Search<'_> {
             if !self.take(entries.len()) {
                 return;
             }
+            self.out.dirs.push((dir.clone(), stamp));
             let has = |n: &str| entries.iter().any(|e| e.file_name() == n);
             if has("HEAD") && has("objects") && has("refs") {
                 // A bare repository: git finds it from a directory inside it.
@@ -152,29 +228,43 @@ impl Search<'_> {
             }
             for e in &entries {
                 let Ok(t) = e.file_type() else { continue };
-                let path = e.path();
                 if e.file_name() == ".git" {
-                    if t.is_dir() {
-                        self.gitdir(&path, Some(&dir));
-                    } else if t.is_symlink() {
-                        // Where it leads is not followed: a link the run made is taken
-                        // away after it, one that was there is kept as it is.
-                        self.out.runs_code.push(path.clone());
-                        self.out.links.push(path.clone());
-                        if let Ok(target) = std::fs::read_link(&path) {
-                            let bytes = target.into_os_string().into_encoded_bytes();
-                            self.out.contents.insert(path.clone(), bytes);
-                        }
-                    } else if t.is_file() {
-                        self.out.runs_code.push(path.clone());
-                        self.remember(&path);
-                        if let Some(target) = gitfile_target(&path) {
-                            self.gitdir(&target, Some(&dir));
-                        }
-                    }
+                    self.dot_git(&e.path(), &dir);
                 } else if t.is_dir() {
-                    stack.push(path);
+                    let path = e.path();
+                    if !self.known.contains(path.as_path()) {
+                        queue.push_back(path);
+                    }
                 }
+            }
+        }
+    }
+
+    /// A `.git` in `dir`: a git directory, a file pointing at one, or a link.
+    fn dot_git(&mut self, path: &Path, dir: &Path) {
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            return;
+        };
+        let t = meta.file_type();
+        if t.is_dir() {
+            self.gitdir(path, Some(dir));
+        } else if t.is_symlink() {
+            // Where it leads is not followed: a link the run made is taken away after it,
+            // one that was there is kept as it is.
+            self.out.runs_code.push(path.to_path_buf());
+            self.out.links.push(path.to_path_buf());
+            if let Ok(target) = std::fs::read_link(path) {
+                let bytes = target.into_os_string().into_encoded_bytes();
+                self.out.contents.insert(path.to_path_buf(), bytes);
+            }
+        } else if t.is_file() {
+            self.out.runs_code.push(path.to_path_buf());
+            self.out
+                .gitfiles
+                .push((path.to_path_buf(), dir.to_path_buf()));
+            self.remember(path);
+            if let Some(target) = gitfile_target(path) {
+                self.gitdir(&target, Some(dir));
             }
         }
     }
@@ -404,9 +494,12 @@ fn parse(text: &str) -> Vec<Line> {
     out
 }
 
+/// A section's name (lower case) and subsection.
+type Section = (String, Option<String>);
+
 /// `[name]`, `[name "sub"]` or `[name.sub]` at the start of `line`: the section (lower
 /// case) and subsection, what follows on the line, and the header's length.
-fn read_header(line: &str) -> Option<((String, Option<String>), &str, usize)> {
+fn read_header(line: &str) -> Option<(Section, &str, usize)> {
     let inner = &line[1..];
     let name_len = inner
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
@@ -641,7 +734,22 @@ mod tests {
             assert!(found.runs_code.contains(&root.join(p)), "{p}: {found:?}");
         }
         assert!(!found.truncated);
-        assert!(scan(&[root], 3).truncated);
+        assert!(scan(std::slice::from_ref(&root), 3).truncated);
+
+        // After a run: a repository made deep in an unchanged-looking tree is found, also
+        // when the command set the directory's times back.
+        let deep = root.join("node_modules/lib/src/deep");
+        std::fs::create_dir_all(&deep)?;
+        let found = scan(std::slice::from_ref(&root), 1000);
+        let mtime = std::fs::metadata(&deep)?.modified()?;
+        std::fs::create_dir_all(deep.join(".git/hooks"))?;
+        std::fs::File::open(&deep)?.set_modified(mtime)?;
+        let after = rescan(&found, std::slice::from_ref(&root), 1000);
+        assert!(
+            after.gitdirs.iter().any(|g| g.path == deep.join(".git")),
+            "{after:?}"
+        );
+        assert!(after.gitdirs.len() > found.gitdirs.len());
         Ok(())
     }
 }

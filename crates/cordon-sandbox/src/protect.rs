@@ -202,7 +202,7 @@ impl RunGuard {
     /// config keys that would run a program.
     fn take_out_git(&self, report: &mut UndoReport) {
         let paths: Vec<PathBuf> = self.roots.iter().map(|r| r.path().to_path_buf()).collect();
-        let after = gitmeta::scan(&paths, self.git_limit);
+        let after = gitmeta::rescan(&self.git, &paths, self.git_limit);
         if after.truncated {
             report.weaker.push(format!(
                 "the search for git metadata the run left stopped after {} directory entries \

@@ -71,8 +71,7 @@ pub struct Restoration {
 }
 
 impl Snapshot {
-    /// Saves `paths` (that exist) that lie in one of `roots`, the writable places; a path
-    /// outside them cannot be written by the command and needs no copy.
+    /// Saves `paths` (that exist); `roots` are the writable places they lie in.
     pub fn take(paths: &[PathBuf], roots: &[PathBuf]) -> Result<Self, SnapshotError> {
         let mut snap = Snapshot::default();
         for root in roots {
@@ -83,17 +82,30 @@ impl Snapshot {
             snap.roots.push(opened);
         }
         for top in paths {
-            let Some((i, rel)) = snap
+            let inside = snap
                 .roots
                 .iter()
                 .enumerate()
                 .filter_map(|(i, r)| Some((i, r.relative(top)?)))
                 .filter(|(_, rel)| !rel.as_os_str().is_empty())
                 .min_by_key(|(_, rel)| rel.as_os_str().len())
-            else {
-                continue;
+                .map(|(i, rel)| (i, rel.to_path_buf()));
+            // A writable place made read-only whole (`--deny-write .`), or a path outside
+            // them: worked on from its parent, which the command cannot change.
+            let (i, rel) = match inside {
+                Some(found) => found,
+                None => {
+                    let (Some(parent), Some(name)) = (top.parent(), top.file_name()) else {
+                        continue;
+                    };
+                    let opened = Root::open(parent).map_err(|source| SnapshotError::Read {
+                        path: parent.to_path_buf(),
+                        source,
+                    })?;
+                    snap.roots.push(opened);
+                    (snap.roots.len() - 1, PathBuf::from(name))
+                }
             };
-            let rel = rel.to_path_buf();
             let root = &snap.roots[i];
             if !matches!(root.meta(&rel), Ok(Some(_))) {
                 continue;

@@ -448,7 +448,12 @@ fn protected_files_that_did_not_exist_are_not_left_behind() {
          echo '{\"mcpServers\":{}}' > .mcp.json && echo kept > notes.txt",
     );
     let err = stderr(&o);
-    for name in [".git/hooks", ".bashrc", ".vscode", ".mcp.json"] {
+    for name in [
+        ".git/hooks/post-checkout",
+        ".bashrc",
+        ".vscode",
+        ".mcp.json",
+    ] {
         assert!(
             std::fs::symlink_metadata(sb.ws.join(name)).is_err(),
             "{name} was left behind"
