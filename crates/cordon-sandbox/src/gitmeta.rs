@@ -269,6 +269,17 @@ impl Search<'_> {
         }
     }
 
+    /// The hooks in `dir`; git never runs a `.sample`, so those are not read.
+    fn remember_hooks(&mut self, dir: &Path) {
+        if let Ok(hooks) = std::fs::read_dir(dir) {
+            for h in hooks.flatten() {
+                if !h.file_name().to_string_lossy().ends_with(".sample") {
+                    self.remember(&h.path());
+                }
+            }
+        }
+    }
+
     fn remember(&mut self, file: &Path) {
         if let Ok(bytes) = std::fs::read(file) {
             self.out.contents.insert(file.to_path_buf(), bytes);
@@ -315,11 +326,7 @@ impl Search<'_> {
                 }
             }
         }
-        if let Ok(hooks) = std::fs::read_dir(path.join("hooks")) {
-            for h in hooks.flatten() {
-                self.remember(&h.path());
-            }
-        }
+        self.remember_hooks(&path.join("hooks"));
         if let Ok(c) = std::fs::read_to_string(path.join("commondir")) {
             let common = path.join(c.trim());
             self.gitdir(&common, None);
@@ -364,11 +371,7 @@ impl Search<'_> {
                 let dir = expand(&v, worktree);
                 if exists(&dir) && self.roots.iter().any(|r| dir.starts_with(r)) {
                     self.out.runs_code.push(dir.clone());
-                    if let Ok(hooks) = std::fs::read_dir(&dir) {
-                        for h in hooks.flatten() {
-                            self.remember(&h.path());
-                        }
-                    }
+                    self.remember_hooks(&dir);
                 }
             }
         }

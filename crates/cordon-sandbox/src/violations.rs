@@ -251,6 +251,24 @@ fn path_in(line: &str) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn what_could_not_be_undone_is_exact_and_says_why() {
+        let v = Violation::from(&crate::NotUndone {
+            path: "/w/.git/hooks/pre-commit".into(),
+            why: "a git hook the command planted",
+            error: "Permission denied (os error 13)".into(),
+        });
+        assert!(v.exact && v.undo_failed());
+        assert_eq!(
+            v.describe(),
+            "create /w/.git/hooks/pre-commit (exact, not removed): a git hook the command \
+             planted: Permission denied (os error 13)"
+        );
+        let r = Violation::not_restored(Path::new("/w/.bashrc"), "Read-only file system");
+        assert!(r.exact && r.undo_failed() && r.action == Some("not restored"));
+        assert!(!Violation::restored(Path::new("/w/.bashrc")).undo_failed());
+    }
+
     fn spec() -> SandboxSpec {
         SandboxSpec {
             argv: vec!["true".into()],

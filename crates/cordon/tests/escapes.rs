@@ -655,14 +655,20 @@ fn attempts() -> Vec<Attempt> {
                     "set -e; {g} init -q newproj; cd newproj; echo a > a; {g} add a; \
                      {g} commit -q -m in-new; git config core.fsmonitor {p}; \
                      git config alias.st '!{p}'; cd ../sub; echo s > s; {g} add s; \
-                     {g} commit -q -m in-sub; cd ..; {g} add sub; {g} commit -q -m top",
+                     {g} commit -q -m in-sub; cd ..; {g} add sub; {g} commit -q -m top; \
+                     {g} clone -q newproj cloned",
                     p = q(&prog)
                 );
                 let o = sb.run(&["--report", report.to_str().expect("utf-8"), "-c", &script]);
                 if !o.status.success() {
                     return Err(format!("git failed in the sandbox: {}", stderr(&o)));
                 }
-                for (dir, message) in [("newproj", "in-new"), ("sub", "in-sub"), (".", "top")] {
+                for (dir, message) in [
+                    ("newproj", "in-new"),
+                    ("sub", "in-sub"),
+                    (".", "top"),
+                    ("cloned", "in-new"),
+                ] {
                     let log = git(&sb.ws.join(dir), &["log", "-1", "--format=%s"]);
                     if stdout(&log).trim() != message {
                         return Err(format!("no commit {message} in {dir}: {}", stderr(&log)));
