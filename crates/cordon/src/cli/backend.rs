@@ -393,11 +393,11 @@ fn run_seatbelt(
 /// Host facilities the Linux backend uses; elsewhere there are none.
 #[cfg(target_os = "linux")]
 pub use cordon_sandbox::linux::{
-    cgroups::RunCgroups, is_root, pid_max_per_namespace, run as run_linux,
+    UndoWatch, cgroups::RunCgroups, is_root, pid_max_per_namespace, run as run_linux,
 };
 
 #[cfg(not(target_os = "linux"))]
-pub use not_linux::{RunCgroups, is_root, pid_max_per_namespace, run_linux};
+pub use not_linux::{RunCgroups, UndoWatch, is_root, pid_max_per_namespace, run_linux};
 
 /// Stand-ins with the Linux backend's shapes, so `cordon run` builds its spec the same way on
 /// every OS. `validate` keeps them from ever being asked to run anything. Compiled on Linux
@@ -410,6 +410,18 @@ mod not_linux {
 
     #[derive(Debug, Default)]
     pub struct RunCgroups;
+
+    /// No watcher: the Linux backend's only.
+    #[derive(Debug)]
+    pub struct UndoWatch;
+
+    impl UndoWatch {
+        pub fn start(_: impl FnOnce()) -> std::io::Result<Option<UndoWatch>> {
+            Ok(None)
+        }
+
+        pub fn disarm(self) {}
+    }
 
     impl RunCgroups {
         pub fn create(_: &Limits) -> (Self, Vec<&'static str>) {

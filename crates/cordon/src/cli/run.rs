@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::backend::{BackendArgs, Elsewhere, RunCgroups, run_linux as run_sandboxed};
+use super::backend::{BackendArgs, Elsewhere, RunCgroups, UndoWatch, run_linux as run_sandboxed};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use cordon_sandbox::{
@@ -679,6 +679,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         return Ok(code);
     }
     let mut spec = spec;
+    let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings, &git, git_limit);
+    // Should this process be killed before it undoes what the run left, a process of its
+    // own does it (started before the proxy, so it holds none of the proxy's descriptors).
+    let watch = UndoWatch::start(|| {
+        let undone = guard.undo();
+        let blocked: Vec<Violation> = undo_failures(&undone, &[])
+            .chain(undone.undone.iter().map(Violation::from))
+            .collect();
+        eprintln!("cordon: `cordon run` was killed; what the run left was undone after it:");
+        for v in &blocked {
+            eprintln!("cordon: {}", v.describe());
+        }
+        let _ = undo_failed_code(&blocked);
+    })
+    .context("cannot start the process that undoes what a run leaves")?;
     // Allowed hosts: cordon's proxy becomes the command's only way out.
     let proxy = RunProxy::start(&args.sandbox.net, &args.publish)?;
     spec.inbound = proxy.as_ref().and_then(|p| p.inbound.clone());
@@ -695,10 +710,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             spec.reopened.push(exe);
         }
     }
-    let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings, &git, git_limit);
     let result = run_sandboxed(&spec);
     let refused = proxy.map(RunProxy::finish).unwrap_or_default();
     let undone = guard.undo();
+    if let Some(watch) = watch {
+        watch.disarm();
+    }
     let (weaker, restored, unrestored, inferred) = match &result {
         Ok(o) => (
             o.weaker.as_slice(),
