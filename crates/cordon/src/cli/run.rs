@@ -687,7 +687,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         let blocked: Vec<Violation> = undo_failures(&undone, &[])
             .chain(undone.undone.iter().map(Violation::from))
             .collect();
-        eprintln!("cordon: `cordon run` was killed; what the run left was undone after it:");
+        if blocked.is_empty() {
+            return;
+        }
+        eprintln!("cordon: `cordon run` ended before its clean-up; what the run left:");
         for v in &blocked {
             eprintln!("cordon: {}", v.describe());
         }
