@@ -63,6 +63,18 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW)
     .union(OFlags::CLOEXEC);
 
+/// Mode bits as a `Mode` (16 bits wide on macOS, 32 on Linux).
+#[allow(clippy::unnecessary_cast)]
+fn mode_of(bits: u32) -> Mode {
+    Mode::from_raw_mode((bits & 0o7777) as rustix::fs::RawMode)
+}
+
+/// A `st_mode` (16 bits wide on macOS, 32 on Linux) as mode bits.
+#[allow(clippy::useless_conversion)]
+fn bits_of(raw: rustix::fs::RawMode) -> u32 {
+    u32::from(raw)
+}
+
 fn err(e: rustix::io::Errno) -> io::Error {
     io::Error::from_raw_os_error(e.raw_os_error())
 }
@@ -102,20 +114,20 @@ fn chmod_dir_nofollow(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Resul
     // An `O_PATH` descriptor cannot be `fchmod`ed; its /proc entry names exactly the
     // directory it holds, not whatever the name points at now.
     let via = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
-    rustix::fs::chmod(via.as_str(), Mode::from_raw_mode(mode)).map_err(err)
+    rustix::fs::chmod(via.as_str(), mode_of(mode)).map_err(err)
 }
 
 #[cfg(not(target_os = "linux"))]
 fn chmod_dir_nofollow(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<()> {
     let flags = AtFlags::SYMLINK_NOFOLLOW;
-    rustix::fs::chmodat(dir, name, Mode::from_raw_mode(mode), flags).map_err(err)
+    rustix::fs::chmodat(dir, name, mode_of(mode), flags).map_err(err)
 }
 
 fn meta_in(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Meta>> {
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => Ok(Some(Meta {
             kind: Kind::of(FileType::from_raw_mode(st.st_mode)),
-            mode: st.st_mode & 0o7777,
+            mode: bits_of(st.st_mode) & 0o7777,
             ino: st.st_ino,
             len: u64::try_from(st.st_size).unwrap_or(0),
         })),
@@ -133,10 +145,10 @@ fn with_write_access<T>(
 ) -> io::Result<T> {
     match f() {
         Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => {
-            let mode = rustix::fs::fstat(dir).map_err(err)?.st_mode & 0o7777;
-            rustix::fs::fchmod(dir, Mode::from_raw_mode(mode | 0o700)).map_err(err)?;
+            let mode = bits_of(rustix::fs::fstat(dir).map_err(err)?.st_mode) & 0o7777;
+            rustix::fs::fchmod(dir, mode_of(mode | 0o700)).map_err(err)?;
             let out = f();
-            let _ = rustix::fs::fchmod(dir, Mode::from_raw_mode(mode));
+            let _ = rustix::fs::fchmod(dir, mode_of(mode));
             out.map_err(err)
         }
         other => other.map_err(err),
@@ -302,11 +314,11 @@ impl Root {
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = with_write_access(dir, || {
-            rustix::fs::openat(dir, &tmp, flags, Mode::from_raw_mode(mode & 0o777))
+            rustix::fs::openat(dir, &tmp, flags, mode_of(mode & 0o777))
         })?;
         let mut file = std::fs::File::from(fd);
         let written = io::Write::write_all(&mut file, bytes)
-            .and_then(|()| rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(err));
+            .and_then(|()| rustix::fs::fchmod(&file, mode_of(mode)).map_err(err));
         if let Err(e) = written {
             let _ = rustix::fs::unlinkat(dir, &tmp, AtFlags::empty());
             return Err(e);
@@ -331,13 +343,9 @@ impl Root {
             Some(m) if m.kind == Kind::Dir => {}
             Some(_) => {
                 remove_in(dir, name)?;
-                with_write_access(dir, || {
-                    rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700))
-                })?;
+                with_write_access(dir, || rustix::fs::mkdirat(dir, name, mode_of(0o700)))?;
             }
-            None => with_write_access(dir, || {
-                rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700))
-            })?,
+            None => with_write_access(dir, || rustix::fs::mkdirat(dir, name, mode_of(0o700)))?,
         }
         chmod_dir_nofollow(dir, name, mode)
     }
