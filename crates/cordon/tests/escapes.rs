@@ -609,6 +609,42 @@ fn attempts() -> Vec<Attempt> {
             );
             lacks(&o, "secret")
         }),
+        // Credentials that no suffix list of old caught: by name, inside a URL, by their
+        // well-known prefixes. The user can still ask for one by name.
+        attempt(
+            "read database and service credentials from the environment",
+            |sb| {
+                let vars = [
+                    ("PGPASSWORD", "leak-pg"),
+                    ("MYSQL_PWD", "leak-mysql"),
+                    ("API_KEY", "leak-api"),
+                    ("DATABASE_URL", "postgres://app@db/leak-dburl"),
+                    ("STRIPE_SECRET_KEY", "leak-stripe"),
+                    ("GITHUB_PAT", "leak-pat"),
+                    ("DOCKER_AUTH_CONFIG", "{\"auths\":\"leak-docker\"}"),
+                    ("HTTPS_PROXY", "http://alice:leak-proxy@127.0.0.1:3128"),
+                    ("BUILD_NOTE", "ghp_leakleakleakleakleakleak0123"),
+                ];
+                let script: String = vars
+                    .iter()
+                    .map(|(k, _)| format!("printenv {k}; "))
+                    .collect();
+                let o = sb.run_env(&["-c", &script], &vars);
+                lacks(&o, "leak")?;
+                let o = sb.run_env(
+                    &["--keep-env", "PGPASSWORD", "-c", "printenv PGPASSWORD"],
+                    &[("PGPASSWORD", "asked-for")],
+                );
+                if stdout(&o).trim() == "asked-for" {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "--keep-env did not pass PGPASSWORD\n{}",
+                        stderr(&o)
+                    ))
+                }
+            },
+        ),
         // ---- other processes ----
         namespaces_only("see the host's processes", |sb| {
             let o = sb.sh("ls /proc | grep -c '^[0-9]'");
@@ -998,8 +1034,10 @@ fn run_suite(mode: Mode) {
     let all = attempts();
     let mut failed = Vec::new();
     let mut ran = 0;
+    // While working on one attempt: `CORDON_ESCAPE_ONLY=part-of-its-name`.
+    let only = std::env::var("CORDON_ESCAPE_ONLY").unwrap_or_default();
     for a in &all {
-        if mode == Mode::LandlockOnly && a.needs_namespaces {
+        if mode == Mode::LandlockOnly && a.needs_namespaces || !a.name.contains(only.as_str()) {
             continue;
         }
         let sb = Sandbox::with_mode(mode).expect("the probe ran");
