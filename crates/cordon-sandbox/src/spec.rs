@@ -111,6 +111,11 @@ pub struct Limits {
     pub pid_max: Option<u64>,
     /// Bytes of memory.
     pub memory_bytes: Option<u64>,
+    /// Bytes the sandbox's own in-memory file systems may hold, `/tmp` and `/dev/shm`
+    /// together: their pages are memory no process limit counts. `None`: a quarter of the
+    /// machine's memory.
+    #[serde(default)]
+    pub scratch_bytes: Option<u64>,
     /// Seconds of CPU time each process may use.
     #[serde(default)]
     pub cpu_seconds: Option<u64>,

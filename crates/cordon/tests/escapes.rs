@@ -970,6 +970,38 @@ fn attempts() -> Vec<Attempt> {
             ]);
             lacks(&o, "allocated")
         }),
+        // A file in an in-memory file system is memory that no process owns, so RLIMIT_AS
+        // never sees it; the sandbox's own /tmp, /dev/shm and /dev must be bounded by the
+        // limit. Killed by a memory cgroup (root) counts as stopped.
+        attempt(
+            "keep memory in /tmp, /dev/shm and /dev past --memory",
+            |sb| {
+                const LIMIT: u64 = 128 << 20;
+                for place in ["/tmp", "/dev/shm", "/dev"] {
+                    let o = sb.run(&[
+                        "--memory",
+                        "128M",
+                        "-c",
+                        &format!(
+                            "echo ran; head -c 256M /dev/zero > {place}/fill; wc -c < {place}/fill"
+                        ),
+                    ]);
+                    let out = stdout(&o);
+                    if !out.starts_with("ran") {
+                        return Err(format!("the command did not run\n{}", stderr(&o)));
+                    }
+                    let kept: u64 = out
+                        .lines()
+                        .nth(1)
+                        .and_then(|l| l.trim().parse().ok())
+                        .unwrap_or(0);
+                    if kept > LIMIT {
+                        return Err(format!("{place} kept {kept} bytes under --memory 128M"));
+                    }
+                }
+                Ok(())
+            },
+        ),
         attempt("burn CPU past --cpu-time", |sb| {
             let o = sb.run(&[
                 "--cpu-time",

@@ -474,17 +474,12 @@ fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), 
             freeze(&target, "read-only /proc", &target)?;
         }
     }
-    build_dev()?;
+    let scratch = scratch_tmpfs(spec)?;
+    build_dev(&scratch.join("shm"))?;
     let tmp = inside(Path::new("/tmp"));
     mount_step(
         "private /tmp",
-        sys::mount(
-            Some(Path::new("tmpfs")),
-            &tmp,
-            Some("tmpfs"),
-            RO_FLAGS,
-            Some("mode=1777"),
-        ),
+        sys::mount(Some(&scratch.join("tmp")), &tmp, None, libc::MS_BIND, None),
         &tmp,
     )?;
 
@@ -690,8 +685,48 @@ fn bind_host_path(
     )
 }
 
-/// A minimal /dev: the harmless devices, a private devpts and shared memory, nothing else.
-fn build_dev() -> Result<(), Failure> {
+/// The one in-memory file system behind the command's `/tmp` and `/dev/shm`, on the scratch
+/// root (which goes away with the pivot; the binds of its directories stay). Its pages are
+/// memory that neither `RLIMIT_AS` nor a process's own accounting sees, so it is sized by the
+/// memory limit, both places sharing it, and by a quarter of the machine's memory without one
+/// (the kernel's default is half, for each mount). Files cost an inode each whatever their
+/// size, so their number is bounded too.
+fn scratch_tmpfs(spec: &SandboxSpec) -> Result<PathBuf, Failure> {
+    let scratch = PathBuf::from("/scratch");
+    std::fs::create_dir(&scratch).map_err(|e| Failure::io("mkdir", e, "/scratch"))?;
+    let options = match spec.limits.scratch_bytes {
+        Some(bytes) => format!(
+            "mode=0755,size={bytes},nr_inodes={}",
+            (bytes / 4096).max(1024)
+        ),
+        None => "mode=0755,size=25%".to_string(),
+    };
+    mount_step(
+        "mount /tmp and /dev/shm",
+        sys::mount(
+            Some(Path::new("tmpfs")),
+            &scratch,
+            Some("tmpfs"),
+            RO_FLAGS,
+            Some(&options),
+        ),
+        &scratch,
+    )?;
+    for d in ["tmp", "shm"] {
+        let dir = scratch.join(d);
+        std::fs::create_dir(&dir)
+            .and_then(|()| {
+                std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o1777))
+            })
+            .map_err(|e| Failure::io("mkdir", e, d))?;
+    }
+    Ok(scratch)
+}
+
+/// A minimal /dev: the harmless devices, a private devpts and shared memory (`shm`, a
+/// directory of the scratch file system), nothing else. It holds device nodes and links only,
+/// so it is kept tiny: the command cannot park memory in it.
+fn build_dev(shm_source: &Path) -> Result<(), Failure> {
     let dev = inside(Path::new("/dev"));
     mount_step(
         "mount /dev",
@@ -700,7 +735,7 @@ fn build_dev() -> Result<(), Failure> {
             &dev,
             Some("tmpfs"),
             libc::MS_NOSUID | libc::MS_NOEXEC,
-            Some("mode=0755"),
+            Some("mode=0755,size=64k,nr_inodes=64"),
         ),
         &dev,
     )?;
@@ -720,13 +755,7 @@ fn build_dev() -> Result<(), Failure> {
     let shm = dev.join("shm");
     mount_step(
         "mount /dev/shm",
-        sys::mount(
-            Some(Path::new("tmpfs")),
-            &shm,
-            Some("tmpfs"),
-            RO_FLAGS,
-            Some("mode=1777"),
-        ),
+        sys::mount(Some(shm_source), &shm, None, libc::MS_BIND, None),
         &shm,
     )?;
     // A private pseudo-terminal instance; without one, programs that open a pty fail, which is

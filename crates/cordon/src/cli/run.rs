@@ -576,6 +576,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         max_processes: Some(max_processes),
         pid_max,
         memory_bytes: args.sandbox.memory,
+        // Whether or not a memory cgroup would also count them.
+        scratch_bytes: args.sandbox.memory,
         cpu_seconds: args.sandbox.cpu_time,
         cpu_millis: args.sandbox.cpus,
         timeout,
