@@ -637,3 +637,34 @@ fn programs_can_start_threads_in_both_modes() {
         );
     }
 }
+
+/// What guards the host's files behind inherited descriptors must not take away: tools that
+/// set modes and times on files they opened themselves in the workspace, with standard
+/// input and output from host files.
+#[test]
+fn touch_cp_p_and_tar_keep_times_and_modes_in_the_workspace() {
+    for mode in [common::Mode::Namespaces, common::Mode::LandlockOnly] {
+        let Some(sb) = Sandbox::with_mode(mode) else {
+            return;
+        };
+        let input = sb.outside.join("input");
+        std::fs::write(&input, "from a file\n").expect("write");
+        let o = sb
+            .command()
+            .args([
+                "-c",
+                "cat; echo x > a && chmod 750 a && touch -d @1000000000 a && cp -p a b && \
+                 tar cf t.tar a b && mkdir x && tar xf t.tar -C x && install -m 700 a c && \
+                 stat -c '%a %Y' b x/a x/b c",
+            ])
+            .stdin(std::fs::File::open(&input).expect("open"))
+            .output()
+            .expect("run cordon");
+        assert!(o.status.success(), "{mode:?}: {}", stderr(&o));
+        let out = stdout(&o);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "from a file", "{mode:?}");
+        assert_eq!(lines[1..4], ["750 1000000000"; 3], "{mode:?}: {out}");
+        assert!(lines[4].starts_with("700 "), "{mode:?}: {out}");
+    }
+}

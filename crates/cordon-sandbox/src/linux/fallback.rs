@@ -105,6 +105,7 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
             )],
         );
     }
+    super::helper::guard_stdio_without_namespaces(channel)?;
     if abi >= 6 {
         tell(
             channel,

@@ -356,7 +356,18 @@ fn init(
         // Also before the mount view, for the same reason.
         make_inbound_sockets(socket, errors)?;
     }
+    let writable_stdio = reopen_stdio_read_only()?;
     build_mount_view(spec, host_sockets)?;
+    for (fd, path) in writable_stdio {
+        tell(
+            errors,
+            "weaker",
+            &[&format!(
+                "descriptor {fd} is the host file {} open for writing; its mode, owner and times can be changed through it",
+                path.display()
+            )],
+        );
+    }
     if !spec.unix_sockets.is_empty() {
         tell(
             errors,
@@ -395,6 +406,81 @@ fn mount_step(step: &'static str, r: std::io::Result<()>, what: &Path) -> Result
 /// `/newroot` + an absolute host path.
 fn inside(path: &Path) -> PathBuf {
     Path::new("/newroot").join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// A descriptor the command inherits that leads to a host file (a terminal, `/dev/null`, a
+/// file given as standard input) is on the host's own writable mount: `fchmod(0, …)` or a
+/// `chmod /proc/self/fd/0` would change the host's file, which neither Landlock nor the
+/// read-only view sees. So each is opened again, before the view is built (this namespace's
+/// copy of the host's mounts still shows it by path), through a detached read-only clone of
+/// its mount: reads and writes go on, metadata changes fail with EROFS. Pipes and sockets are
+/// no host file and stay. A regular file open for writing cannot be written through a
+/// read-only mount; cordon passes standard output and error files through a pipe of its own,
+/// so only a file given some other way is returned, to be reported as weaker.
+fn reopen_stdio_read_only() -> Result<Vec<(libc::c_int, PathBuf)>, Failure> {
+    let mut writable = Vec::new();
+    for fd in 0..=2 {
+        let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
+            continue;
+        };
+        // `pipe:[…]`, `socket:[…]`, `anon_inode:…`: nothing on a host mount.
+        if !path.is_absolute() {
+            continue;
+        }
+        let step = "reopen inherited descriptor";
+        match sys::reopen_read_only(fd, &path) {
+            Ok(sys::Reopened::Done(new)) => {
+                use std::os::fd::AsRawFd;
+                sys::dup2(new.as_raw_fd(), fd)
+                    .map_err(|e| Failure::io(step, e, &path.display().to_string()))?;
+            }
+            Ok(sys::Reopened::WritableFile) => writable.push((fd, path)),
+            Err(e) => {
+                return Err(Failure(
+                    exit::SETUP_FAILED,
+                    step,
+                    format!(
+                        "descriptor {fd} ({}): {e}; pass its contents through a pipe instead",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(writable)
+}
+
+/// Without a mount namespace there is no read-only clone to reopen an inherited host file
+/// through (see [`reopen_stdio_read_only`]). `/dev/null` as standard input (what `cordon exec`
+/// gives every run) becomes an empty pipe, which reads the same; any other host file left on
+/// descriptors 0 to 2 is reported.
+pub(super) fn guard_stdio_without_namespaces(channel: &mut Channel) -> Result<(), Failure> {
+    use std::os::fd::AsRawFd;
+    for fd in 0..=2 {
+        let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
+            continue;
+        };
+        if !path.is_absolute() {
+            continue;
+        }
+        if fd == 0 && path == Path::new("/dev/null") && sys::is_terminal_or_null(0) {
+            let (reader, writer) =
+                std::io::pipe().map_err(|e| Failure::io("empty standard input", e, ""))?;
+            drop(writer);
+            sys::dup2(reader.as_raw_fd(), 0)
+                .map_err(|e| Failure::io("empty standard input", e, ""))?;
+            continue;
+        }
+        tell(
+            channel,
+            "weaker",
+            &[&format!(
+                "descriptor {fd} is the host's {}; without a mount namespace its mode, owner and times can be changed through it",
+                path.display()
+            )],
+        );
+    }
+    Ok(())
 }
 
 fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), Failure> {
@@ -746,6 +832,13 @@ fn build_dev(shm_source: &Path) -> Result<(), Failure> {
         mount_step(
             "bind device",
             sys::mount(Some(&host), &target, None, libc::MS_BIND, None),
+            &target,
+        )?;
+        // A device on a read-only mount is still read and written, but `chmod /dev/null`
+        // would change the host's node.
+        mount_step(
+            "bind device",
+            sys::make_read_only_recursive(&target),
             &target,
         )?;
     }
