@@ -668,3 +668,22 @@ fn touch_cp_p_and_tar_keep_times_and_modes_in_the_workspace() {
         assert!(lines[4].starts_with("700 "), "{mode:?}: {out}");
     }
 }
+
+/// Standard input from a file with no name left (how bash hands over a long here-document)
+/// reaches no host file, and is passed as it is.
+#[test]
+fn standard_input_from_a_deleted_file_is_read() {
+    let Some(sb) = Sandbox::new() else { return };
+    let input = sb.outside.join("heredoc");
+    std::fs::write(&input, "long here-document\n").expect("write");
+    let file = std::fs::File::open(&input).expect("open");
+    std::fs::remove_file(&input).expect("rm");
+    let o = sb
+        .command()
+        .args(["--", "cat"])
+        .stdin(file)
+        .output()
+        .expect("run cordon");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "long here-document\n");
+}

@@ -423,7 +423,8 @@ fn reopen_stdio_read_only() -> Result<Vec<(libc::c_int, PathBuf)>, Failure> {
         let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
             continue;
         };
-        // `pipe:[…]`, `socket:[…]`, `anon_inode:…`: nothing on a host mount.
+        // `pipe:[…]`, `socket:[…]`, `anon_inode:…`: nothing on a host mount. (A deleted
+        // file's link ends in " (deleted)"; it is known by its link count.)
         if !path.is_absolute() {
             continue;
         }
@@ -435,6 +436,7 @@ fn reopen_stdio_read_only() -> Result<Vec<(libc::c_int, PathBuf)>, Failure> {
                     .map_err(|e| Failure::io(step, e, &path.display().to_string()))?;
             }
             Ok(sys::Reopened::WritableFile) => writable.push((fd, path)),
+            Ok(sys::Reopened::Nameless) => {}
             Err(e) => {
                 return Err(Failure(
                     exit::SETUP_FAILED,

@@ -87,6 +87,9 @@ pub enum Reopened {
     Done(std::os::fd::OwnedFd),
     /// A regular file open for writing: through a read-only mount it could not be written.
     WritableFile,
+    /// A file with no name left (a shell's here-document, a memfd): what is done to it
+    /// reaches no host file.
+    Nameless,
 }
 
 /// Opens the file `fd` refers to again, through a read-only clone of the mount that `path`
@@ -107,6 +110,9 @@ pub fn reopen_read_only(fd: libc::c_int, path: &Path) -> io::Result<Reopened> {
     let held = stat(fd)?;
     let kind = held.st_mode & libc::S_IFMT;
     let file_like = kind == libc::S_IFREG || kind == libc::S_IFDIR;
+    if kind == libc::S_IFREG && held.st_nlink == 0 {
+        return Ok(Reopened::Nameless);
+    }
     if file_like && flags & libc::O_ACCMODE != libc::O_RDONLY {
         return Ok(Reopened::WritableFile);
     }
