@@ -687,3 +687,23 @@ fn standard_input_from_a_deleted_file_is_read() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), "long here-document\n");
 }
+
+/// Without namespaces a host file given as standard input cannot be reopened read-only;
+/// cordon says so on the run.
+#[test]
+fn without_namespaces_a_host_file_on_standard_input_is_reported_weaker() {
+    let Some(sb) = Sandbox::with_mode(common::Mode::LandlockOnly) else {
+        return;
+    };
+    let input = sb.outside.join("input");
+    std::fs::write(&input, "x").expect("write");
+    let o = sb
+        .command()
+        .args(["--", "cat"])
+        .stdin(std::fs::File::open(&input).expect("open"))
+        .output()
+        .expect("run cordon");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let expected = format!("descriptors 0 ({})", input.display());
+    assert!(stderr(&o).contains(&expected), "{}", stderr(&o));
+}

@@ -458,6 +458,7 @@ fn reopen_stdio_read_only() -> Result<Vec<(libc::c_int, PathBuf)>, Failure> {
 /// descriptors 0 to 2 is reported.
 pub(super) fn guard_stdio_without_namespaces(channel: &mut Channel) -> Result<(), Failure> {
     use std::os::fd::AsRawFd;
+    let mut exposed = Vec::new();
     for fd in 0..=2 {
         let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
             continue;
@@ -473,12 +474,15 @@ pub(super) fn guard_stdio_without_namespaces(channel: &mut Channel) -> Result<()
                 .map_err(|e| Failure::io("empty standard input", e, ""))?;
             continue;
         }
+        exposed.push(format!("{fd} ({})", path.display()));
+    }
+    if !exposed.is_empty() {
         tell(
             channel,
             "weaker",
             &[&format!(
-                "descriptor {fd} is the host's {}; without a mount namespace its mode, owner and times can be changed through it",
-                path.display()
+                "without a mount namespace, the mode, owner and times of the host files on descriptors {} can be changed through them",
+                exposed.join(", ")
             )],
         );
     }
