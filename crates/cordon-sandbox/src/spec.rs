@@ -111,6 +111,11 @@ pub struct Limits {
     pub pid_max: Option<u64>,
     /// Bytes of memory.
     pub memory_bytes: Option<u64>,
+    /// Bytes the sandbox's own in-memory file systems may hold, `/tmp` and `/dev/shm`
+    /// together: their pages are memory no process limit counts. `None`: a quarter of the
+    /// machine's memory.
+    #[serde(default)]
+    pub scratch_bytes: Option<u64>,
     /// Seconds of CPU time each process may use.
     #[serde(default)]
     pub cpu_seconds: Option<u64>,
@@ -123,31 +128,149 @@ pub struct Limits {
     pub timeout: Option<Duration>,
 }
 
-/// Variables that usually hold credentials. A sandboxed command does not need the agent's
-/// keys, so they are not passed unless asked for.
-const SECRET_SUFFIXES: &[&str] = &[
-    "_TOKEN",
-    "_SECRET",
-    "_API_KEY",
-    "_APIKEY",
-    "_PASSWORD",
-    "_ACCESS_KEY",
-    "_PRIVATE_KEY",
+/// Why a denylist and not an allowlist: a sandboxed command on the host runs the host's
+/// toolchains, which find themselves through variables no list can foresee (`CARGO_HOME`,
+/// `GOPATH`, `JAVA_HOME`, `VIRTUAL_ENV`, `NVM_DIR`, a project's own `FOO_ROOT`). So the
+/// environment passes, except what looks like a credential by its name or by its value; what
+/// is removed wrongly comes back with `--keep-env NAME`. (The container backend starts from an
+/// image's environment and keeps its own allow list, filtered by the same test.)
+///
+/// A name is a credential when one of its words (split at `_`) is one of these.
+const SECRET_WORDS: &[&str] = &[
+    "TOKEN",
+    "TOKENS",
+    "SECRET",
+    "SECRETS",
+    "PASSWORD",
+    "PASSWD",
+    "PASS",
+    "PWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "CREDS",
+    "APIKEY",
+    "KEY",
+    "KEYS",
+    "PAT",
+    "AUTH",
+    "COOKIE",
+    "DSN",
+    "SIGNATURE",
+    "PRIVATE",
+    "WEBHOOK",
 ];
-const SECRET_PREFIXES: &[&str] = &[
-    "AWS_",
-    "AZURE_",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "GH_",
-    "GITHUB_TOKEN",
-    "NPM_TOKEN",
-    "SSH_AUTH_SOCK",
+/// Parts of a name that mark a credential even inside a word (`PGPASSWORD`, `DBSECRET`).
+const SECRET_PARTS: &[&str] = &[
+    "PASSWORD",
+    "PASSWD",
+    "SECRET",
+    "APIKEY",
+    "ACCESSKEY",
+    "CREDENTIAL",
+    "PASSPHRASE",
+    "AUTHTOKEN",
+    "CONNECTION_STRING",
+    "CONNSTR",
+];
+/// Whole services whose variables are all about access.
+const SECRET_PREFIXES: &[&str] = &["AWS_", "AZURE_", "GH_", "GOOGLE_APPLICATION_CREDENTIALS"];
+const SECRET_NAMES: &[&str] = &["DATABASE_URL", "SSH_AUTH_SOCK", "NETRC"];
+/// Names that contain a secret word but hold none: the shell's working directories.
+const NOT_SECRET: &[&str] = &["PWD", "OLDPWD"];
+
+/// Well-known token formats, as `(prefix, least number of characters after it)`.
+const TOKEN_PREFIXES: &[(&str, usize)] = &[
+    ("ghp_", 20),
+    ("gho_", 20),
+    ("ghu_", 20),
+    ("ghs_", 20),
+    ("ghr_", 20),
+    ("github_pat_", 20),
+    ("glpat-", 16),
+    ("glrt-", 16),
+    ("gldt-", 16),
+    ("glptt-", 16),
+    ("sk-", 16),
+    ("sk_live_", 16),
+    ("sk_test_", 16),
+    ("rk_live_", 16),
+    ("rk_test_", 16),
+    ("xoxb-", 10),
+    ("xoxp-", 10),
+    ("xoxa-", 10),
+    ("xoxe-", 10),
+    ("xoxr-", 10),
+    ("xoxs-", 10),
+    ("xapp-", 10),
+    ("AIza", 30),
+    ("npm_", 30),
+    ("pypi-", 30),
+    ("hf_", 30),
+    ("dop_v1_", 30),
+    ("shpat_", 20),
+    ("shpss_", 20),
+    ("glc_", 20),
+    ("eyJ", 30),
 ];
 
-pub(crate) fn is_secret(name: &str) -> bool {
+fn secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s))
+    if NOT_SECRET.contains(&upper.as_str()) {
+        return false;
+    }
+    upper.split('_').any(|w| SECRET_WORDS.contains(&w))
+        || SECRET_PARTS.iter().any(|p| upper.contains(p))
         || SECRET_PREFIXES.iter().any(|p| upper.starts_with(p))
+        || SECRET_NAMES.contains(&upper.as_str())
+}
+
+/// A URL in `value` carries a password (`scheme://user:password@host`).
+fn credentials_in_url(value: &str) -> bool {
+    value.match_indices("://").any(|(at, _)| {
+        let rest = &value[at + 3..];
+        let authority = rest
+            .split(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace() || c == ',')
+            .next()
+            .unwrap_or("");
+        authority
+            .rsplit_once('@')
+            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+    })
+}
+
+/// `value` holds a key or token in a format known to be one.
+fn token_in_value(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    if value.contains("-----BEGIN")
+        || ["password=", "pwd=", "secret=", "token="]
+            .iter()
+            .any(|k| lower.contains(k))
+    {
+        return true;
+    }
+    value
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .any(|piece| {
+            let aws_key = piece.len() == 20
+                && ["AKIA", "ASIA", "AGPA", "AIDA", "AROA"]
+                    .iter()
+                    .any(|p| piece.starts_with(p))
+                && piece
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+            aws_key
+                || TOKEN_PREFIXES.iter().any(|(prefix, least)| {
+                    piece
+                        .strip_prefix(prefix)
+                        .is_some_and(|rest| rest.len() >= *least)
+                })
+        })
+}
+
+/// Whether a variable looks like it holds a credential, by its name or by its value.
+pub(crate) fn is_secret(name: &str, value: &str) -> bool {
+    secret_name(name) || credentials_in_url(value) || token_in_value(value)
 }
 
 /// The environment a command gets: `vars` minus likely secrets, except those in `keep`.
@@ -159,7 +282,7 @@ pub fn filter_environment(
     let mut kept = Vec::new();
     let mut removed = Vec::new();
     for (k, v) in vars {
-        if is_secret(&k) && !keep.contains(&k) {
+        if is_secret(&k, &v) && !keep.contains(&k) {
             removed.push(k);
         } else {
             kept.push((k, v));
@@ -171,6 +294,57 @@ pub fn filter_environment(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_are_found_by_name_and_by_value() {
+        for name in [
+            "PGPASSWORD",
+            "MYSQL_PWD",
+            "API_KEY",
+            "DATABASE_URL",
+            "STRIPE_SECRET_KEY",
+            "GITHUB_PAT",
+            "DOCKER_AUTH_CONFIG",
+            "HF_TOKEN",
+            "SENTRY_DSN",
+            "CARGO_REGISTRY_TOKEN",
+            "AZURE_OPENAI_ENDPOINT",
+        ] {
+            assert!(is_secret(name, "x"), "{name}");
+        }
+        for (name, value) in [
+            ("HTTPS_PROXY", "http://alice:hunter2@proxy:3128"),
+            (
+                "PIP_EXTRA_INDEX_URL",
+                "https://a.test/s https://u:p@b.test/s",
+            ),
+            ("REDIS", "redis://:pw@localhost:6379/0"),
+            ("X", "ghp_0123456789abcdefghijABCDEFGHIJ"),
+            ("X", "Bearer github_pat_11AAAAAA0123456789abcdef"),
+            ("X", "glpat-0123456789abcdefghij"),
+            ("X", "sk-proj-0123456789abcdefghij"),
+            ("X", "xoxb-1234-5678-abcdefgh"),
+            ("X", "AKIAIOSFODNN7EXAMPLE"),
+            ("X", "Server=db;User Id=sa;Password=x"),
+        ] {
+            assert!(is_secret(name, value), "{name}={value}");
+        }
+        for (name, value) in [
+            ("PATH", "/usr/local/bin:/usr/bin"),
+            ("PWD", "/work"),
+            ("OLDPWD", "/"),
+            ("HOME", "/root"),
+            ("LANG", "sk_SK.UTF-8"),
+            ("TOKENIZERS_PARALLELISM", "false"),
+            ("KEYMAP", "us"),
+            ("HTTPS_PROXY", "http://proxy:3128"),
+            ("GIT_URL", "ssh://git@host.test/repo.git"),
+            ("CARGO_HOME", "/root/.cargo"),
+            ("XAUTHORITY", "/run/user/1000/Xauthority"),
+        ] {
+            assert!(!is_secret(name, value), "{name}={value}");
+        }
+    }
 
     #[test]
     fn secrets_are_removed_unless_kept() {

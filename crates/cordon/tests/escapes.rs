@@ -273,6 +273,121 @@ fn git_runs_nothing(sb: &Sandbox, script: &str, dirs: &[&str]) -> Verdict {
     Ok(())
 }
 
+/// Every way to change a file's metadata through descriptor `argv[1]`: directly, through its
+/// `/proc/self/fd` link, and through the `*at` calls with `AT_EMPTY_PATH`.
+const META_ATTACK: &str = r#"
+import ctypes, os, sys
+fd = int(sys.argv[1])
+link = f"/proc/self/fd/{fd}"
+libc = ctypes.CDLL(None, use_errno=True)
+AT_EMPTY_PATH = 0x1000
+for call in [
+    lambda: os.fchmod(fd, 0o4777),
+    lambda: os.chmod(link, 0o4777),
+    lambda: os.fchown(fd, 4321, 4321),
+    lambda: os.chown(link, 4321, 4321),
+    lambda: os.utime(fd, (1, 1)),
+    lambda: os.utime(link, (1, 1)),
+    lambda: os.setxattr(fd, "user.planted", b"x"),
+    lambda: os.setxattr(link, "user.planted", b"x"),
+    lambda: os.removexattr(fd, "user.kept"),
+    lambda: os.removexattr(link, "user.kept"),
+    lambda: libc.syscall(452, fd, b"", 0o4777, AT_EMPTY_PATH),  # fchmodat2
+    lambda: libc.fchownat(fd, b"", 4321, 4321, AT_EMPTY_PATH),
+    lambda: libc.utimensat(fd, None, None, 0),  # futimens(fd, NULL): now
+]:
+    try:
+        call()
+    except OSError:
+        pass
+print("tried")
+"#;
+
+/// What the attacks in [`META_ATTACK`] could change about a host file.
+#[derive(Debug, PartialEq)]
+struct Meta {
+    mode: u32,
+    owner: (u32, u32),
+    mtime: i64,
+    /// The file's extended attributes, where the file system has them.
+    xattrs: Option<String>,
+}
+
+impl Meta {
+    fn of(p: &Path) -> Meta {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(p).expect("stat");
+        let xattrs = Command::new("python3")
+            .args([
+                "-c",
+                "import os, sys; print(sorted(os.listxattr(sys.argv[1])))",
+            ])
+            .arg(p)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| stdout(&o));
+        Meta {
+            mode: m.mode() & 0o7777,
+            owner: (m.uid(), m.gid()),
+            mtime: m.mtime(),
+            xattrs,
+        }
+    }
+
+    /// Gives `p` a known mode, an old time and a `user.kept` attribute (where it can have
+    /// one); returns what it is then.
+    fn prepare(p: &Path) -> Meta {
+        if !p.exists() {
+            write(p, "");
+        }
+        Self::set_known(p);
+        Meta::of(p)
+    }
+
+    fn set(&self, p: &Path) {
+        Self::set_known(p);
+        assert_eq!(&Meta::of(p), self, "could not prepare {}", p.display());
+    }
+
+    fn set_known(p: &Path) {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let _ = Command::new("python3")
+            .args([
+                "-c",
+                "import os, sys; os.setxattr(sys.argv[1], 'user.kept', b'1')",
+            ])
+            .arg(p)
+            .output();
+        let old = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        std::fs::File::options()
+            .append(true)
+            .open(p)
+            .and_then(|f| f.set_times(std::fs::FileTimes::new().set_modified(old)))
+            .expect("set times");
+    }
+
+    fn same_as(&self, after: &Meta, what: &str, o: &Output) -> Verdict {
+        if self == after {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} changed from {self:?} to {after:?}\n{}",
+                stderr(o)
+            ))
+        }
+    }
+}
+
+/// The command ran to its end (so a host left alone is not just a command that never ran).
+fn ran(o: &Output) -> Verdict {
+    if stdout(o).contains("tried") {
+        Ok(())
+    } else {
+        Err(format!("the command did not run\n{}", stderr(o)))
+    }
+}
+
 fn protected_layout(ws: &Path) {
     write(&ws.join(".bashrc"), "# mine\n");
     write(&ws.join(".git/config"), "[core]\n");
@@ -453,6 +568,73 @@ fn attempts() -> Vec<Attempt> {
                 Err(format!("mode is now {mode:o}\n{}", stderr(&o)))
             }
         }),
+        // A descriptor opened outside refers to the host's file on the host's own, writable
+        // mount: Landlock and the read-only view do not cover mode, owner, times or
+        // attributes changed through it, or through its /proc/self/fd link.
+        attempt("change /dev/null's metadata through standard input", |sb| {
+            let before = Meta::of(Path::new("/dev/null"));
+            let o = sb.run(&["--", "python3", "-c", META_ATTACK, "0"]);
+            let after = Meta::of(Path::new("/dev/null"));
+            if after != before {
+                // Put the machine back before saying so.
+                let _ = std::os::unix::fs::chown(
+                    "/dev/null",
+                    Some(before.owner.0),
+                    Some(before.owner.1),
+                );
+                let _ = std::fs::set_permissions(
+                    "/dev/null",
+                    std::fs::Permissions::from_mode(before.mode),
+                );
+            }
+            ran(&o)?;
+            before.same_as(&after, "/dev/null", &o)
+        }),
+        attempt(
+            "change the metadata of the file standard output goes to",
+            |sb| {
+                let out = sb.outside.join("out.log");
+                let meta = Meta::prepare(&out);
+                let file = std::fs::File::create(&out).expect("create");
+                meta.set(&out);
+                let o = sb
+                    .command()
+                    .args(["--", "python3", "-c", META_ATTACK, "1"])
+                    .stdout(file)
+                    .output()
+                    .expect("run cordon");
+                holds(&out, "tried\n", &o)?;
+                // Written to, so its time is now; the attack's own time is 1970's.
+                let after = Meta::of(&out);
+                if after.mtime < 1_000_000_000 {
+                    return Err(format!("the output file's time is now {}", after.mtime));
+                }
+                meta.same_as(
+                    &Meta {
+                        mtime: meta.mtime,
+                        ..after
+                    },
+                    "the output file",
+                    &o,
+                )
+            },
+        ),
+        namespaces_only(
+            "change a host file's metadata through standard input",
+            |sb| {
+                let input = sb.outside.join("id_rsa");
+                write(&input, "key");
+                let meta = Meta::prepare(&input);
+                let o = sb
+                    .command()
+                    .args(["--", "python3", "-c", META_ATTACK, "0"])
+                    .stdin(std::fs::File::open(&input).expect("open"))
+                    .output()
+                    .expect("run cordon");
+                ran(&o)?;
+                meta.same_as(&Meta::of(&input), "the input file", &o)
+            },
+        ),
         // ---- protected paths inside the workspace ----
         keeps(
             "append to an existing .bashrc",
@@ -949,6 +1131,42 @@ fn attempts() -> Vec<Attempt> {
             );
             lacks(&o, "secret")
         }),
+        // Credentials that no suffix list of old caught: by name, inside a URL, by their
+        // well-known prefixes. The user can still ask for one by name.
+        attempt(
+            "read database and service credentials from the environment",
+            |sb| {
+                let vars = [
+                    ("PGPASSWORD", "leak-pg"),
+                    ("MYSQL_PWD", "leak-mysql"),
+                    ("API_KEY", "leak-api"),
+                    ("DATABASE_URL", "postgres://app@db/leak-dburl"),
+                    ("STRIPE_SECRET_KEY", "leak-stripe"),
+                    ("GITHUB_PAT", "leak-pat"),
+                    ("DOCKER_AUTH_CONFIG", "{\"auths\":\"leak-docker\"}"),
+                    ("HTTPS_PROXY", "http://alice:leak-proxy@127.0.0.1:3128"),
+                    ("BUILD_NOTE", "ghp_leakleakleakleakleakleak0123"),
+                ];
+                let script: String = vars
+                    .iter()
+                    .map(|(k, _)| format!("printenv {k}; "))
+                    .collect();
+                let o = sb.run_env(&["-c", &script], &vars);
+                lacks(&o, "leak")?;
+                let o = sb.run_env(
+                    &["--keep-env", "PGPASSWORD", "-c", "printenv PGPASSWORD"],
+                    &[("PGPASSWORD", "asked-for")],
+                );
+                if stdout(&o).trim() == "asked-for" {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "--keep-env did not pass PGPASSWORD\n{}",
+                        stderr(&o)
+                    ))
+                }
+            },
+        ),
         // ---- other processes ----
         namespaces_only("see the host's processes", |sb| {
             let o = sb.sh("ls /proc | grep -c '^[0-9]'");
@@ -1274,6 +1492,38 @@ fn attempts() -> Vec<Attempt> {
             ]);
             lacks(&o, "allocated")
         }),
+        // A file in an in-memory file system is memory that no process owns, so RLIMIT_AS
+        // never sees it; the sandbox's own /tmp, /dev/shm and /dev must be bounded by the
+        // limit. Killed by a memory cgroup (root) counts as stopped.
+        attempt(
+            "keep memory in /tmp, /dev/shm and /dev past --memory",
+            |sb| {
+                const LIMIT: u64 = 128 << 20;
+                for place in ["/tmp", "/dev/shm", "/dev"] {
+                    let o = sb.run(&[
+                        "--memory",
+                        "128M",
+                        "-c",
+                        &format!(
+                            "echo ran; head -c 256M /dev/zero > {place}/fill; wc -c < {place}/fill"
+                        ),
+                    ]);
+                    let out = stdout(&o);
+                    if !out.starts_with("ran") {
+                        return Err(format!("the command did not run\n{}", stderr(&o)));
+                    }
+                    let kept: u64 = out
+                        .lines()
+                        .nth(1)
+                        .and_then(|l| l.trim().parse().ok())
+                        .unwrap_or(0);
+                    if kept > LIMIT {
+                        return Err(format!("{place} kept {kept} bytes under --memory 128M"));
+                    }
+                }
+                Ok(())
+            },
+        ),
         attempt("burn CPU past --cpu-time", |sb| {
             let o = sb.run(&[
                 "--cpu-time",

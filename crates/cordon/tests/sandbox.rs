@@ -642,3 +642,73 @@ fn programs_can_start_threads_in_both_modes() {
         );
     }
 }
+
+/// What guards the host's files behind inherited descriptors must not take away: tools that
+/// set modes and times on files they opened themselves in the workspace, with standard
+/// input and output from host files.
+#[test]
+fn touch_cp_p_and_tar_keep_times_and_modes_in_the_workspace() {
+    for mode in [common::Mode::Namespaces, common::Mode::LandlockOnly] {
+        let Some(sb) = Sandbox::with_mode(mode) else {
+            return;
+        };
+        let input = sb.outside.join("input");
+        std::fs::write(&input, "from a file\n").expect("write");
+        let o = sb
+            .command()
+            .args([
+                "-c",
+                "cat; echo x > a && chmod 750 a && touch -d @1000000000 a && cp -p a b && \
+                 tar cf t.tar a b && mkdir x && tar xf t.tar -C x && install -m 700 a c && \
+                 stat -c '%a %Y' b x/a x/b c",
+            ])
+            .stdin(std::fs::File::open(&input).expect("open"))
+            .output()
+            .expect("run cordon");
+        assert!(o.status.success(), "{mode:?}: {}", stderr(&o));
+        let out = stdout(&o);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "from a file", "{mode:?}");
+        assert_eq!(lines[1..4], ["750 1000000000"; 3], "{mode:?}: {out}");
+        assert!(lines[4].starts_with("700 "), "{mode:?}: {out}");
+    }
+}
+
+/// Standard input from a file with no name left (how bash hands over a long here-document)
+/// reaches no host file, and is passed as it is.
+#[test]
+fn standard_input_from_a_deleted_file_is_read() {
+    let Some(sb) = Sandbox::new() else { return };
+    let input = sb.outside.join("heredoc");
+    std::fs::write(&input, "long here-document\n").expect("write");
+    let file = std::fs::File::open(&input).expect("open");
+    std::fs::remove_file(&input).expect("rm");
+    let o = sb
+        .command()
+        .args(["--", "cat"])
+        .stdin(file)
+        .output()
+        .expect("run cordon");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "long here-document\n");
+}
+
+/// Without namespaces a host file given as standard input cannot be reopened read-only;
+/// cordon says so on the run.
+#[test]
+fn without_namespaces_a_host_file_on_standard_input_is_reported_weaker() {
+    let Some(sb) = Sandbox::with_mode(common::Mode::LandlockOnly) else {
+        return;
+    };
+    let input = sb.outside.join("input");
+    std::fs::write(&input, "x").expect("write");
+    let o = sb
+        .command()
+        .args(["--", "cat"])
+        .stdin(std::fs::File::open(&input).expect("open"))
+        .output()
+        .expect("run cordon");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let expected = format!("descriptors 0 ({})", input.display());
+    assert!(stderr(&o).contains(&expected), "{}", stderr(&o));
+}

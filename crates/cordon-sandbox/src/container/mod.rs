@@ -672,8 +672,11 @@ pub fn build(
     // The environment: an allow list, never the launcher's whole environment.
     let mut env: Vec<(String, String)> = Vec::new();
     for (k, v) in &host.env {
-        let passed = PASSED_VARS.contains(&k.as_str())
-            || k.starts_with("LC_")
+        // The allow list's own names (a proxy with a password in its URL) are filtered as
+        // on every other backend; what the user asks for by name passes.
+        let allowed = (PASSED_VARS.contains(&k.as_str()) || k.starts_with("LC_"))
+            && !crate::spec::is_secret(k, v);
+        let passed = allowed
             || (options.pass_api_keys && API_KEYS.contains(&k.as_str()))
             || options.keep_env.contains(k);
         if passed {
@@ -689,7 +692,7 @@ pub fn build(
     env.extend(options.env.iter().cloned());
     env.push(("CORDON_SANDBOX".into(), options.name.clone()));
     for (k, v) in env {
-        if crate::spec::is_secret(&k) || API_KEYS.contains(&k.as_str()) {
+        if crate::spec::is_secret(&k, &v) || API_KEYS.contains(&k.as_str()) {
             args.extend(["-e".into(), k.clone()]);
             secret_env.push((k, v));
         } else {

@@ -304,6 +304,25 @@ fn the_variables_languages_refuse_what_they_cannot_read() {
 }
 
 #[test]
+fn a_proxy_with_a_password_is_not_passed_unless_kept() {
+    let mut h = linux();
+    h.env = vec![(
+        "HTTPS_PROXY".to_string(),
+        "http://alice:hunter2@corp:3128".to_string(),
+    )];
+    let a = args(&spec(), &options(Engine::Docker), &h);
+    assert!(!env_of(&a).iter().any(|v| v.contains("hunter2")), "{a:?}");
+
+    let mut o = options(Engine::Docker);
+    o.keep_env = vec!["HTTPS_PROXY".into()];
+    let inv = build(&spec(), &o, &h).unwrap();
+    // Kept, and as a secret: named on the command line, its value only in the engine's
+    // environment.
+    assert!(!inv.args.iter().any(|a| a.contains("hunter2")));
+    assert!(inv.secret_env.iter().any(|(k, _)| k == "HTTPS_PROXY"));
+}
+
+#[test]
 fn only_the_allow_list_passes_and_api_keys_only_when_asked() {
     let mut h = linux();
     h.env = [

@@ -93,6 +93,19 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
             tmp.display()
         )],
     );
+    if spec.limits.scratch_bytes.is_some() && spec.limits.memory_bytes.is_some() {
+        // No memory cgroup counts the pages of a file in a tmpfs, and there is no private
+        // /tmp to size.
+        tell(
+            channel,
+            "weaker",
+            &[&format!(
+                "--memory does not bound what the command stores in files: its TMPDIR {} is on the host's /tmp",
+                tmp.display()
+            )],
+        );
+    }
+    super::helper::guard_stdio_without_namespaces(channel)?;
     if abi >= 6 {
         tell(
             channel,

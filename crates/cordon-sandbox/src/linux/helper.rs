@@ -356,7 +356,18 @@ fn init(
         // Also before the mount view, for the same reason.
         make_inbound_sockets(socket, errors)?;
     }
+    let writable_stdio = reopen_stdio_read_only()?;
     build_mount_view(spec, host_sockets)?;
+    for (fd, path) in writable_stdio {
+        tell(
+            errors,
+            "weaker",
+            &[&format!(
+                "descriptor {fd} is the host file {} open for writing; its mode, owner and times can be changed through it",
+                path.display()
+            )],
+        );
+    }
     if !spec.unix_sockets.is_empty() {
         tell(
             errors,
@@ -395,6 +406,87 @@ fn mount_step(step: &'static str, r: std::io::Result<()>, what: &Path) -> Result
 /// `/newroot` + an absolute host path.
 fn inside(path: &Path) -> PathBuf {
     Path::new("/newroot").join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// A descriptor the command inherits that leads to a host file (a terminal, `/dev/null`, a
+/// file given as standard input) is on the host's own writable mount: `fchmod(0, …)` or a
+/// `chmod /proc/self/fd/0` would change the host's file, which neither Landlock nor the
+/// read-only view sees. So each is opened again, before the view is built (this namespace's
+/// copy of the host's mounts still shows it by path), through a detached read-only clone of
+/// its mount: reads and writes go on, metadata changes fail with EROFS. Pipes and sockets are
+/// no host file and stay. A regular file open for writing cannot be written through a
+/// read-only mount; cordon passes standard output and error files through a pipe of its own,
+/// so only a file given some other way is returned, to be reported as weaker.
+fn reopen_stdio_read_only() -> Result<Vec<(libc::c_int, PathBuf)>, Failure> {
+    let mut writable = Vec::new();
+    for fd in 0..=2 {
+        let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
+            continue;
+        };
+        // `pipe:[…]`, `socket:[…]`, `anon_inode:…`: nothing on a host mount. (A deleted
+        // file's link ends in " (deleted)"; it is known by its link count.)
+        if !path.is_absolute() {
+            continue;
+        }
+        let step = "reopen inherited descriptor";
+        match sys::reopen_read_only(fd, &path) {
+            Ok(sys::Reopened::Done(new)) => {
+                use std::os::fd::AsRawFd;
+                sys::dup2(new.as_raw_fd(), fd)
+                    .map_err(|e| Failure::io(step, e, &path.display().to_string()))?;
+            }
+            Ok(sys::Reopened::WritableFile) => writable.push((fd, path)),
+            Ok(sys::Reopened::Nameless) => {}
+            Err(e) => {
+                return Err(Failure(
+                    exit::SETUP_FAILED,
+                    step,
+                    format!(
+                        "descriptor {fd} ({}): {e}; pass its contents through a pipe instead",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(writable)
+}
+
+/// Without a mount namespace there is no read-only clone to reopen an inherited host file
+/// through (see [`reopen_stdio_read_only`]). `/dev/null` as standard input (what `cordon exec`
+/// gives every run) becomes an empty pipe, which reads the same; any other host file left on
+/// descriptors 0 to 2 is reported.
+pub(super) fn guard_stdio_without_namespaces(channel: &mut Channel) -> Result<(), Failure> {
+    use std::os::fd::AsRawFd;
+    let mut exposed = Vec::new();
+    for fd in 0..=2 {
+        let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
+            continue;
+        };
+        if !path.is_absolute() {
+            continue;
+        }
+        if fd == 0 && path == Path::new("/dev/null") && sys::is_terminal_or_null(0) {
+            let (reader, writer) =
+                std::io::pipe().map_err(|e| Failure::io("empty standard input", e, ""))?;
+            drop(writer);
+            sys::dup2(reader.as_raw_fd(), 0)
+                .map_err(|e| Failure::io("empty standard input", e, ""))?;
+            continue;
+        }
+        exposed.push(format!("{fd} ({})", path.display()));
+    }
+    if !exposed.is_empty() {
+        tell(
+            channel,
+            "weaker",
+            &[&format!(
+                "without a mount namespace, the mode, owner and times of the host files on descriptors {} can be changed through them",
+                exposed.join(", ")
+            )],
+        );
+    }
+    Ok(())
 }
 
 fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), Failure> {
@@ -474,17 +566,12 @@ fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), 
             freeze(&target, "read-only /proc", &target)?;
         }
     }
-    build_dev()?;
+    let scratch = scratch_tmpfs(spec)?;
+    build_dev(&scratch.join("shm"))?;
     let tmp = inside(Path::new("/tmp"));
     mount_step(
         "private /tmp",
-        sys::mount(
-            Some(Path::new("tmpfs")),
-            &tmp,
-            Some("tmpfs"),
-            RO_FLAGS,
-            Some("mode=1777"),
-        ),
+        sys::mount(Some(&scratch.join("tmp")), &tmp, None, libc::MS_BIND, None),
         &tmp,
     )?;
 
@@ -690,8 +777,48 @@ fn bind_host_path(
     )
 }
 
-/// A minimal /dev: the harmless devices, a private devpts and shared memory, nothing else.
-fn build_dev() -> Result<(), Failure> {
+/// The one in-memory file system behind the command's `/tmp` and `/dev/shm`, on the scratch
+/// root (which goes away with the pivot; the binds of its directories stay). Its pages are
+/// memory that neither `RLIMIT_AS` nor a process's own accounting sees, so it is sized by the
+/// memory limit, both places sharing it, and by a quarter of the machine's memory without one
+/// (the kernel's default is half, for each mount). Files cost an inode each whatever their
+/// size, so their number is bounded too.
+fn scratch_tmpfs(spec: &SandboxSpec) -> Result<PathBuf, Failure> {
+    let scratch = PathBuf::from("/scratch");
+    std::fs::create_dir(&scratch).map_err(|e| Failure::io("mkdir", e, "/scratch"))?;
+    let options = match spec.limits.scratch_bytes {
+        Some(bytes) => format!(
+            "mode=0755,size={bytes},nr_inodes={}",
+            (bytes / 4096).max(1024)
+        ),
+        None => "mode=0755,size=25%".to_string(),
+    };
+    mount_step(
+        "mount /tmp and /dev/shm",
+        sys::mount(
+            Some(Path::new("tmpfs")),
+            &scratch,
+            Some("tmpfs"),
+            RO_FLAGS,
+            Some(&options),
+        ),
+        &scratch,
+    )?;
+    for d in ["tmp", "shm"] {
+        let dir = scratch.join(d);
+        std::fs::create_dir(&dir)
+            .and_then(|()| {
+                std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o1777))
+            })
+            .map_err(|e| Failure::io("mkdir", e, d))?;
+    }
+    Ok(scratch)
+}
+
+/// A minimal /dev: the harmless devices, a private devpts and shared memory (`shm`, a
+/// directory of the scratch file system), nothing else. It holds device nodes and links only,
+/// so it is kept tiny: the command cannot park memory in it.
+fn build_dev(shm_source: &Path) -> Result<(), Failure> {
     let dev = inside(Path::new("/dev"));
     mount_step(
         "mount /dev",
@@ -700,7 +827,7 @@ fn build_dev() -> Result<(), Failure> {
             &dev,
             Some("tmpfs"),
             libc::MS_NOSUID | libc::MS_NOEXEC,
-            Some("mode=0755"),
+            Some("mode=0755,size=64k,nr_inodes=64"),
         ),
         &dev,
     )?;
@@ -713,6 +840,13 @@ fn build_dev() -> Result<(), Failure> {
             sys::mount(Some(&host), &target, None, libc::MS_BIND, None),
             &target,
         )?;
+        // A device on a read-only mount is still read and written, but `chmod /dev/null`
+        // would change the host's node.
+        mount_step(
+            "bind device",
+            sys::make_read_only_recursive(&target),
+            &target,
+        )?;
     }
     for d in ["pts", "shm"] {
         std::fs::create_dir(dev.join(d)).map_err(|e| Failure::io("mkdir", e, d))?;
@@ -720,13 +854,7 @@ fn build_dev() -> Result<(), Failure> {
     let shm = dev.join("shm");
     mount_step(
         "mount /dev/shm",
-        sys::mount(
-            Some(Path::new("tmpfs")),
-            &shm,
-            Some("tmpfs"),
-            RO_FLAGS,
-            Some("mode=1777"),
-        ),
+        sys::mount(Some(shm_source), &shm, None, libc::MS_BIND, None),
         &shm,
     )?;
     // A private pseudo-terminal instance; without one, programs that open a pty fail, which is

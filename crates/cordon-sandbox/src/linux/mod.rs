@@ -292,44 +292,62 @@ pub fn run(spec: &SandboxSpec) -> Result<RunOutcome, RunError> {
 /// The command's error output passing through cordon on its way out, so that what the sandbox
 /// blocked can be inferred from it (see [`ErrorScanner`]). Only where someone reads it later:
 /// a terminal's reader sees the errors as they come, and `/dev/null` has no reader.
+///
+/// Standard output goes through a pipe of its own when it is a host file: a command holding
+/// the file itself could change its mode, owner or times (`fchmod(1, 0o4755)`), which no
+/// read-only mount or Landlock rule stops on a descriptor opened outside.
 struct ErrorTap {
-    reader: std::io::PipeReader,
-    writer: std::io::PipeWriter,
-    /// Standard output goes to the same place; it is passed through the tap too, so the two
-    /// keep their order.
+    errors: Option<(std::io::PipeReader, std::io::PipeWriter)>,
+    /// Standard output goes to the same place as the errors; it is passed through their tap,
+    /// so the two keep their order.
     merged: bool,
+    output: Option<(std::io::PipeReader, std::io::PipeWriter)>,
 }
 
 impl ErrorTap {
     fn new() -> Option<Self> {
-        if sys::is_terminal_or_null(2) {
-            return None;
-        }
-        let (reader, writer) = std::io::pipe().ok()?;
-        Some(ErrorTap {
-            reader,
-            writer,
-            merged: sys::same_file(1, 2),
-        })
-    }
-
-    /// Runs `start` with this process's error output (and standard output, when merged)
-    /// pointed at the tap, so that the processes it starts inherit that, then puts them back.
-    fn around<T>(&self, start: impl FnOnce() -> T) -> std::io::Result<T> {
-        let saved_err = sys::dup(2)?;
-        let saved_out = if self.merged {
-            Some(sys::dup(1)?)
+        let errors = if sys::is_terminal_or_null(2) {
+            None
+        } else {
+            Some(std::io::pipe().ok()?)
+        };
+        let merged = errors.is_some() && sys::same_file(1, 2);
+        let output = if !merged && sys::is_regular_file(1) {
+            Some(std::io::pipe().ok()?)
         } else {
             None
         };
-        sys::dup2(self.writer.as_raw_fd(), 2)?;
-        if self.merged {
-            sys::dup2(self.writer.as_raw_fd(), 1)?;
+        (errors.is_some() || output.is_some()).then_some(ErrorTap {
+            errors,
+            merged,
+            output,
+        })
+    }
+
+    /// Where the command's descriptors 1 and 2 go instead of this process's, if anywhere.
+    fn targets(&self) -> [Option<&std::io::PipeWriter>; 2] {
+        let errors = self.errors.as_ref().map(|(_, w)| w);
+        let output = match &self.output {
+            Some((_, w)) => Some(w),
+            None if self.merged => errors,
+            None => None,
+        };
+        [output, errors]
+    }
+
+    /// Runs `start` with this process's standard output and error pointed at the taps, so
+    /// that the processes it starts inherit them, then puts them back.
+    fn around<T>(&self, start: impl FnOnce() -> T) -> std::io::Result<T> {
+        let mut saved = Vec::new();
+        for (fd, target) in (1..).zip(self.targets()) {
+            if let Some(w) = target {
+                saved.push((fd, sys::dup(fd)?));
+                sys::dup2(w.as_raw_fd(), fd)?;
+            }
         }
         let result = start();
-        sys::dup2(saved_err.as_raw_fd(), 2)?;
-        if let Some(out) = saved_out {
-            sys::dup2(out.as_raw_fd(), 1)?;
+        for (fd, old) in saved {
+            sys::dup2(old.as_raw_fd(), fd)?;
         }
         Ok(result)
     }
@@ -428,35 +446,46 @@ fn finish(
         None => {
             let _ = error_reader.read_to_string(&mut text);
         }
-        Some(ErrorTap {
-            mut reader, writer, ..
-        }) => {
-            drop(writer);
+        Some(ErrorTap { errors, output, .. }) => {
+            let mut errors = errors.map(|(r, _)| r);
+            let mut output = output.map(|(r, _)| r);
             let mut raw = Vec::new();
-            let mut open = [true, true];
+            let mut channel_open = true;
             let mut buf = vec![0u8; 64 * 1024];
-            let mut out = std::io::stderr();
-            while open.iter().any(|&o| o) {
-                let fds: Vec<libc::c_int> = [error_reader.as_raw_fd(), reader.as_raw_fd()]
-                    .into_iter()
-                    .zip(open)
-                    .map(|(fd, o)| if o { fd } else { -1 })
-                    .collect();
+            while channel_open || errors.is_some() || output.is_some() {
+                let fds = [
+                    channel_open.then(|| error_reader.as_raw_fd()),
+                    errors.as_ref().map(|r| r.as_raw_fd()),
+                    output.as_ref().map(|r| r.as_raw_fd()),
+                ]
+                .map(|fd| fd.unwrap_or(-1));
                 let ready = sys::poll_readable(&fds).map_err(RunError::Spawn)?;
-                if ready[0] && open[0] {
+                if ready[0] && channel_open {
                     match error_reader.read(&mut buf) {
-                        Ok(0) | Err(_) => open[0] = false,
+                        Ok(0) | Err(_) => channel_open = false,
                         Ok(n) => raw.extend_from_slice(&buf[..n]),
                     }
                 }
-                if ready[1] && open[1] {
-                    match reader.read(&mut buf) {
-                        Ok(0) | Err(_) => open[1] = false,
+                // A reader that went away must not stop the command: keep draining.
+                if ready[1]
+                    && let Some(r) = errors.as_mut()
+                {
+                    match r.read(&mut buf) {
+                        Ok(0) | Err(_) => errors = None,
                         Ok(n) => {
-                            // A reader that went away must not stop the command: keep
-                            // draining.
-                            let _ = out.write_all(&buf[..n]);
+                            let _ = std::io::stderr().write_all(&buf[..n]);
                             scanner.feed(&buf[..n]);
+                        }
+                    }
+                }
+                if ready[2]
+                    && let Some(r) = output.as_mut()
+                {
+                    match r.read(&mut buf) {
+                        Ok(0) | Err(_) => output = None,
+                        Ok(n) => {
+                            let mut out = std::io::stdout().lock();
+                            let _ = out.write_all(&buf[..n]).and_then(|()| out.flush());
                         }
                     }
                 }
@@ -526,10 +555,13 @@ fn spawn_helper(
         ],
     );
     if let Some(tap) = tap {
-        let to_tap = || tap.writer.try_clone().map(std::process::Stdio::from);
-        cmd.stderr(to_tap().map_err(RunError::Spawn)?);
-        if tap.merged {
-            cmd.stdout(to_tap().map_err(RunError::Spawn)?);
+        let [output, errors] = tap.targets();
+        let to = |w: &std::io::PipeWriter| w.try_clone().map(std::process::Stdio::from);
+        if let Some(w) = output {
+            cmd.stdout(to(w).map_err(RunError::Spawn)?);
+        }
+        if let Some(w) = errors {
+            cmd.stderr(to(w).map_err(RunError::Spawn)?);
         }
     }
     let child = cmd.spawn().map_err(RunError::Spawn)?;

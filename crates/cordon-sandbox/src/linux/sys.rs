@@ -81,8 +81,108 @@ pub fn mount(
     .map(drop)
 }
 
+/// What [`reopen_read_only`] found a descriptor to be.
+pub enum Reopened {
+    /// The same file, open the same way, through a detached read-only copy of its mount.
+    Done(std::os::fd::OwnedFd),
+    /// A regular file open for writing: through a read-only mount it could not be written.
+    WritableFile,
+    /// A file with no name left (a shell's here-document, a memfd): what is done to it
+    /// reaches no host file.
+    Nameless,
+}
+
+/// Opens the file `fd` refers to again, through a read-only clone of the mount that `path`
+/// (where `fd`'s file lies in this mount namespace) is on, so that its mode, owner, times and
+/// extended attributes can no longer be changed through it (`EROFS`), while devices and FIFOs
+/// still read and write. `path` must lead to the very file `fd` has open.
+pub fn reopen_read_only(fd: libc::c_int, path: &Path) -> io::Result<Reopened> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    fn stat(fd: libc::c_int) -> io::Result<libc::stat> {
+        // SAFETY: a zeroed stat is a valid out-value, and fstat writes at most that struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is a valid out-pointer for the call.
+        check(unsafe { libc::fstat(fd, &mut st) })?;
+        Ok(st)
+    }
+    // SAFETY: F_GETFL takes no pointer.
+    let flags = check(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    let held = stat(fd)?;
+    let kind = held.st_mode & libc::S_IFMT;
+    let file_like = kind == libc::S_IFREG || kind == libc::S_IFDIR;
+    if kind == libc::S_IFREG && held.st_nlink == 0 {
+        return Ok(Reopened::Nameless);
+    }
+    if file_like && flags & libc::O_ACCMODE != libc::O_RDONLY {
+        return Ok(Reopened::WritableFile);
+    }
+    let c = cstr(path.as_os_str())?;
+    // SAFETY: the path is NUL-terminated and outlives the call; the result is checked.
+    let at = check(unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: `at` was just opened and is owned by nothing else.
+    let at = unsafe { OwnedFd::from_raw_fd(at) };
+    let found = stat(at.as_raw_fd())?;
+    if (found.st_dev, found.st_ino) != (held.st_dev, held.st_ino) {
+        return Err(io::Error::other(format!(
+            "{} is no longer the file it had open",
+            path.display()
+        )));
+    }
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    let empty = c"";
+    // SAFETY: `at` is an open descriptor and the path an empty NUL-terminated string.
+    let tree = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            at.as_raw_fd(),
+            empty.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint,
+        )
+    };
+    if tree < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new descriptor, owned by nothing else.
+    let tree = unsafe { OwnedFd::from_raw_fd(tree as libc::c_int) };
+    set_mount_read_only(tree.as_raw_fd(), empty, libc::AT_EMPTY_PATH as libc::c_uint)?;
+    // A FIFO opened without O_NONBLOCK would wait for its other end.
+    let keep = libc::O_ACCMODE | libc::O_APPEND;
+    let link = cstr(std::ffi::OsStr::new(&format!(
+        "/proc/self/fd/{}",
+        tree.as_raw_fd()
+    )))?;
+    // SAFETY: the path is NUL-terminated and outlives the call; the result is checked.
+    let new = check(unsafe {
+        libc::open(
+            link.as_ptr(),
+            (flags & keep) | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: just opened, owned by nothing else.
+    let new = unsafe { OwnedFd::from_raw_fd(new) };
+    // SAFETY: F_SETFL takes an integer.
+    check(unsafe { libc::fcntl(new.as_raw_fd(), libc::F_SETFL, flags & !libc::O_CLOEXEC) })?;
+    Ok(Reopened::Done(new))
+}
+
 /// Makes the mount at `target` and every mount below it read-only, in one call.
 pub fn make_read_only_recursive(target: &Path) -> io::Result<()> {
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    let target = cstr(target.as_os_str())?;
+    set_mount_read_only(libc::AT_FDCWD, &target, AT_RECURSIVE)
+}
+
+/// `mount_setattr(at, path, flags, MOUNT_ATTR_RDONLY)`.
+fn set_mount_read_only(
+    at: libc::c_int,
+    path: &std::ffi::CStr,
+    flags: libc::c_uint,
+) -> io::Result<()> {
     #[repr(C)]
     struct MountAttr {
         attr_set: u64,
@@ -91,8 +191,6 @@ pub fn make_read_only_recursive(target: &Path) -> io::Result<()> {
         userns_fd: u64,
     }
     const MOUNT_ATTR_RDONLY: u64 = 0x1;
-    const AT_RECURSIVE: libc::c_uint = 0x8000;
-    let target = cstr(target.as_os_str())?;
     let attr = MountAttr {
         attr_set: MOUNT_ATTR_RDONLY,
         attr_clr: 0,
@@ -104,9 +202,9 @@ pub fn make_read_only_recursive(target: &Path) -> io::Result<()> {
     let ret = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            target.as_ptr(),
-            AT_RECURSIVE,
+            at,
+            path.as_ptr(),
+            flags,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
@@ -650,6 +748,15 @@ pub fn same_file(a: libc::c_int, b: libc::c_int) -> bool {
         (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
     };
     matches!((stat(a), stat(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// Whether `fd` is a regular file (output redirected to one, say).
+pub fn is_regular_file(fd: libc::c_int) -> bool {
+    // SAFETY: a zeroed stat is a valid out-value, and fstat writes at most that struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid out-pointer for the call.
+    let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
+    ok && (st.st_mode & libc::S_IFMT) == libc::S_IFREG
 }
 
 /// Whether `fd` is a terminal or `/dev/null`: output nobody reads through a pipe.

@@ -52,7 +52,7 @@ pub struct SandboxFlags {
     /// create Unix sockets.
     #[arg(long = "allow-unix-socket", value_name = "PATH")]
     allow_unix_socket: Vec<PathBuf>,
-    /// Pass this variable even though it looks like a secret (repeatable).
+    /// Pass this variable even though its name or value looks like a credential (repeatable).
     #[arg(long = "keep-env", value_name = "NAME")]
     keep_env: Vec<String>,
     /// Also withhold variables whose name matches this pattern (`*` for any characters, case
@@ -595,6 +595,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         max_processes: Some(max_processes),
         pid_max,
         memory_bytes: args.sandbox.memory,
+        // Whether or not a memory cgroup would also count them.
+        scratch_bytes: args.sandbox.memory,
         cpu_seconds: args.sandbox.cpu_time,
         cpu_millis: args.sandbox.cpus,
         timeout,
