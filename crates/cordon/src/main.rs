@@ -1,5 +1,6 @@
 //! `cordon`: the command-line front of the policy engine (and, later, the sandbox).
 
+mod bounds;
 mod cli;
 #[cfg(unix)]
 mod exec;

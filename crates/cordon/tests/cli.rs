@@ -536,14 +536,17 @@ fn bad_run_flags_exit_2_naming_the_flag() {
         ),
         (
             &["run", "--timeout=0", "--", "true"],
-            "--timeout must be a positive number",
+            "'--timeout <SECONDS>': must be a number from 0.001 to 31536000 seconds, not 0",
         ),
         (&["run"], "give a command after `--`"),
         (
             &["run", "--deny-env", "a/b", "--", "true"],
             "--deny-env \"a/b\": a pattern is a variable name",
         ),
-        (&["run", "--cpus", "0", "--", "true"], "out of range"),
+        (
+            &["run", "--cpus", "0", "--", "true"],
+            "'--cpus <N>': must be a number from 0.001 to 4096, not 0",
+        ),
         (&["run", "--cpu-time", "0", "--", "true"], "--cpu-time"),
     ];
     assert_bad_calls(&env, cases);

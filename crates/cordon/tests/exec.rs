@@ -905,3 +905,186 @@ fn a_terminated_exec_cancels_its_runs_and_says_so() {
     assert_eq!(status.code(), Some(128 + 15), "{status}");
     assert!(!still_running("sleep 987655"));
 }
+
+/// Each request is refused with an error naming `field` and its `range`, and `cordon exec`
+/// goes on: a later run works, and it exits cleanly at the end of its input.
+fn numbers_out_of_range_are_named(c: &mut Client, field: &str, range: &str, requests: &[Value]) {
+    for req in requests {
+        let id = req["id"].as_str().expect("id").to_string();
+        c.send(req);
+        let e = c.wait_for(&format!("error ({id})"), |v| {
+            v["type"] == "error" && v["id"] == id.as_str()
+        });
+        let message = e["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("`{field}`")) && message.contains(range),
+            "{req}: {e}"
+        );
+        assert!(
+            !c.seen
+                .iter()
+                .any(|v| v["type"] == "started" && v["id"] == id.as_str()),
+            "{req} started"
+        );
+    }
+    c.send(&run("after", "echo still here"));
+    assert_eq!(c.event("exited", "after")["exit_code"], 0);
+    assert_eq!(c.streamed("after"), "still here\n");
+}
+
+fn with(id: &str, key: &str, value: Value) -> Value {
+    let mut req = run(id, "echo ran");
+    req[key] = value;
+    req
+}
+
+/// `{"timeout": 1e300}` panicked `cordon exec` (`Duration::from_secs_f64`), and its runs died
+/// with it, their clean-up skipped. The same number planted in the project's settings, which
+/// exec reloads, is refused by name too, and once mended runs go on.
+#[test]
+fn exec_refuses_a_timeout_out_of_range_and_goes_on() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &[]);
+    let bad = ["1e300", "1e20", "0", "-1", "\"10\"", "true", "[1]"];
+    let requests: Vec<Value> = bad
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            with(
+                &format!("t{i}"),
+                "timeout",
+                serde_json::from_str(b).expect("json"),
+            )
+        })
+        .collect();
+    numbers_out_of_range_are_named(
+        &mut c,
+        "timeout",
+        "from 0.001 to 31536000 seconds",
+        &requests,
+    );
+    std::fs::create_dir_all(sb.ws.join(".cordon")).expect("mkdir");
+    std::fs::write(
+        sb.ws.join(".cordon/cordon.toml"),
+        "[limits]\ntimeout = 1e300\n",
+    )
+    .expect("write");
+    c.send(&run("planted", "true"));
+    let e = c.wait_for("error", |v| v["type"] == "error" && v["id"] == "planted");
+    let message = e["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("`limits.timeout`") && message.contains("line 2"),
+        "{e}"
+    );
+    std::fs::write(
+        sb.ws.join(".cordon/cordon.toml"),
+        "[limits]\ntimeout = 20\n",
+    )
+    .expect("write");
+    c.send(&run("mended", "true"));
+    assert_eq!(c.event("exited", "mended")["exit_code"], 0);
+    c.finish();
+}
+
+#[test]
+fn exec_refuses_a_max_output_out_of_range_and_goes_on() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &[]);
+    let bad = [
+        "1e300",
+        "18446744073709551615",
+        "16777217",
+        "-1",
+        "2.5",
+        "\"9\"",
+    ];
+    let requests: Vec<Value> = bad
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            with(
+                &format!("m{i}"),
+                "max_output",
+                serde_json::from_str(b).expect("json"),
+            )
+        })
+        .collect();
+    numbers_out_of_range_are_named(&mut c, "max_output", "from 0 to 16777216 bytes", &requests);
+    c.finish();
+}
+
+#[test]
+fn exec_refuses_pty_rows_out_of_range_and_goes_on() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &[]);
+    let requests: Vec<Value> = ["0", "4097", "65536", "1e300", "-1", "1.5", "\"24\""]
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let rows: Value = serde_json::from_str(b).expect("json");
+            with(&format!("r{i}"), "pty", json!({ "rows": rows, "cols": 80 }))
+        })
+        .collect();
+    numbers_out_of_range_are_named(&mut c, "rows", "from 1 to 4096", &requests);
+    c.finish();
+}
+
+#[test]
+fn exec_refuses_pty_cols_out_of_range_and_goes_on() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &[]);
+    let requests: Vec<Value> = ["0", "4097", "65536", "1e300", "-1", "1.5"]
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let cols: Value = serde_json::from_str(b).expect("json");
+            with(&format!("c{i}"), "pty", json!({ "rows": 24, "cols": cols }))
+        })
+        .collect();
+    numbers_out_of_range_are_named(&mut c, "cols", "from 1 to 4096", &requests);
+    c.finish();
+}
+
+/// `resize` while a run is on a terminal: a bad size is refused by name, the run goes on, and
+/// a good size still reaches it.
+fn exec_refuses_a_resize_out_of_range(field: &str) {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::write(sb.ws.join("prog.py"), PTY_PROGRAM).expect("write");
+    let mut c = Client::start(&sb, &[]);
+    let mut req = run("t", "exec python3 prog.py");
+    req["pty"] = json!({ "rows": 33, "cols": 101 });
+    c.send(&req);
+    c.wait_output("t", "tty True True 33 101\r\n");
+    let requests: Vec<Value> = ["0", "4097", "70000", "1e300", "-1", "0.5"]
+        .iter()
+        .map(|b| {
+            let mut r = json!({ "type": "resize", "id": "t", "rows": 20, "cols": 50 });
+            r[field] = serde_json::from_str(b).expect("json");
+            r
+        })
+        .collect();
+    for r in &requests {
+        c.send(r);
+        let e = c.wait_for("error", |v| v["type"] == "error" && v["id"] == "t");
+        let message = e["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("`{field}`")) && message.contains("from 1 to 4096"),
+            "{r}: {e}"
+        );
+    }
+    c.send(&json!({ "type": "resize", "id": "t", "rows": 20, "cols": 50 }));
+    c.wait_output("t", "resized 20 50\r\n");
+    c.send(&json!({ "type": "cancel", "id": "t" }));
+    c.event("exited", "t");
+    c.finish();
+}
+
+#[test]
+fn exec_refuses_resize_rows_out_of_range_and_goes_on() {
+    exec_refuses_a_resize_out_of_range("rows");
+}
+
+#[test]
+fn exec_refuses_resize_cols_out_of_range_and_goes_on() {
+    exec_refuses_a_resize_out_of_range("cols");
+}

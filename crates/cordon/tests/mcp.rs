@@ -699,3 +699,107 @@ fn engine_and_image_problems_are_said_before_serving() {
         .env_remove("CORDON_SANDBOX");
     said(bad, "check the image name");
 }
+
+/// Calls `tool` once per value of `field` in `bad` (over `base` arguments), then once with
+/// `base` alone: each bad call is an error naming the field and its range, and the server
+/// answers the good call after them.
+fn tool_numbers_out_of_range_are_named(
+    tool: &str,
+    base: serde_json::Value,
+    field: &str,
+    bad: &[&str],
+) {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::write(sb.ws.join("f.txt"), "one\ntwo\n").expect("write");
+    let mut calls = Vec::new();
+    for (i, b) in bad.iter().enumerate() {
+        let mut args = base.clone();
+        args[field] = serde_json::from_str(b).expect("json");
+        calls.push(
+            serde_json::json!({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                "params": {"name": tool, "arguments": args}})
+            .to_string(),
+        );
+    }
+    let good_id = 10 + bad.len();
+    calls.push(
+        serde_json::json!({"jsonrpc": "2.0", "id": good_id, "method": "tools/call",
+            "params": {"name": tool, "arguments": base}})
+        .to_string(),
+    );
+    let mut lines = vec![INITIALIZE, INITIALIZED];
+    lines.extend(calls.iter().map(String::as_str));
+    let mut cmd = Command::new(cordon_bin());
+    cmd.args(["mcp", "--mode", "yolo"])
+        .current_dir(&sb.ws)
+        .env("XDG_CONFIG_HOME", sb.outside.join("config"));
+    let out = serve_lines(cmd, &lines);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    let answers: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let answer = |id: usize| {
+        answers
+            .iter()
+            .find(|v| v["id"] == id && v.get("result").is_some())
+            .unwrap_or_else(|| panic!("no answer to call {id}: {text}"))
+    };
+    for (i, b) in bad.iter().enumerate() {
+        let a = answer(10 + i);
+        assert_eq!(a["result"]["isError"], true, "{field} = {b}: {a}");
+        let said = a["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            said.contains(&format!("`{field}`")) && said.contains("from 0 to 1000000000"),
+            "{field} = {b}: {a}"
+        );
+    }
+    assert_eq!(answer(good_id)["result"]["isError"], false, "{text}");
+}
+
+const BAD_LINE_NUMBERS: &[&str] = &[
+    "1e300",
+    "18446744073709551615",
+    "1000000001",
+    "-1",
+    "1.5",
+    "\"3\"",
+];
+
+#[test]
+fn read_file_refuses_an_offset_out_of_range() {
+    tool_numbers_out_of_range_are_named(
+        "read_file",
+        serde_json::json!({"file_path": "f.txt"}),
+        "offset",
+        BAD_LINE_NUMBERS,
+    );
+}
+
+#[test]
+fn read_file_refuses_a_limit_out_of_range() {
+    tool_numbers_out_of_range_are_named(
+        "read_file",
+        serde_json::json!({"file_path": "f.txt"}),
+        "limit",
+        BAD_LINE_NUMBERS,
+    );
+}
+
+#[test]
+fn replace_refuses_expected_replacements_out_of_range() {
+    tool_numbers_out_of_range_are_named(
+        "replace",
+        serde_json::json!({"file_path": "f.txt", "old_string": "one", "new_string": "1"}),
+        "expected_replacements",
+        BAD_LINE_NUMBERS,
+    );
+}

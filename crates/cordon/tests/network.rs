@@ -1005,3 +1005,70 @@ fn a_runs_proxy_follows_settings_edited_during_the_run() {
         stderr(&o)
     );
 }
+
+/// An answer's `id` out of range (a float, a negative, past what JSON carries exactly) is an
+/// error line naming `id` and its range; the question stays open and a good answer still
+/// lets the connection through.
+#[test]
+fn a_domain_answer_with_an_id_out_of_range_is_named_and_asking_goes_on() {
+    let (port, _) = origin("answered after bad ids");
+    let (mut proxy, addr) = standalone_proxy_with(
+        &[
+            "--allow-domain=allowed.test",
+            "--allow-private-ips",
+            "--resolve=other.test=127.0.0.1",
+            "--ask-domains=stdio",
+        ],
+        |cmd| {
+            cmd.stdin(std::process::Stdio::piped());
+        },
+    );
+    let mut answers = proxy.stdin.take().expect("stdin");
+    let mut questions = std::io::BufReader::new(proxy.stdout.take().expect("stdout"));
+    let client = std::thread::spawn(move || {
+        let mut c = std::net::TcpStream::connect(&addr).expect("connect");
+        write!(
+            c,
+            "GET http://other.test:{port}/ HTTP/1.1\r\nHost: other.test:{port}\r\n\r\n"
+        )
+        .expect("write");
+        c.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !out.ends_with(b"answered after bad ids") {
+            match c.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    let mut read = || {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut questions, &mut line).expect("a line");
+        serde_json::from_str::<serde_json::Value>(&line).expect("JSON")
+    };
+    let q = read();
+    assert_eq!(q["type"], "ask", "{q}");
+    for bad in ["1e300", "-1", "0", "1.5", "9007199254740992", "\"1\""] {
+        writeln!(answers, r#"{{"type":"answer","id":{bad},"answer":"once"}}"#).expect("answer");
+        let e = read();
+        let error = e["error"].as_str().unwrap_or_default();
+        assert_eq!(e["type"], "error", "{bad}: {e}");
+        assert!(
+            error.contains("`id`") && error.contains("from 1 to 9007199254740991"),
+            "{bad}: {e}"
+        );
+    }
+    writeln!(
+        answers,
+        r#"{{"type":"answer","id":{},"answer":"once"}}"#,
+        q["id"]
+    )
+    .expect("answer");
+    let out = client.join().expect("client");
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    assert!(out.ends_with("answered after bad ids"), "{out}");
+}

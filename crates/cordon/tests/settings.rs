@@ -838,3 +838,128 @@ fn the_backend_and_container_settings_choose_what_enforces_a_run() {
         "{err}"
     );
 }
+
+/// A number out of its range in a project's `[limits]` (which a sandboxed command may write)
+/// or on the command line is an error naming the file, line, key and range; never a crash
+/// (`Duration::from_secs_f64(1e300)` panicked) nor a limit that quietly means none. Once the
+/// file is fixed, the next run works.
+fn a_limit_out_of_range_is_named(
+    key: &str,
+    flag: &str,
+    range: &str,
+    bad: &[&str],
+    bad_flags: &[&str],
+    good: &str,
+) {
+    let Some(sb) = Sandbox::new() else { return };
+    let l = Layers::new(&sb);
+    for value in bad {
+        project(&sb, &format!("# a limit\n[limits]\n{key} = {value}\n"));
+        let o = l.run(&sb, &["--", "true"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{key} = {value}: {err}");
+        assert!(!err.contains("panicked"), "{key} = {value}: {err}");
+        assert!(
+            err.contains(".cordon/cordon.toml") && err.contains("line 3"),
+            "{key} = {value}: {err}"
+        );
+        assert!(
+            err.contains(&format!("`limits.{key}`")) && err.contains(range),
+            "{key} = {value}: {err}"
+        );
+    }
+    std::fs::remove_file(sb.ws.join(".cordon/cordon.toml")).expect("rm");
+    for value in bad_flags {
+        let o = l.run(&sb, &[&format!("--{flag}={value}"), "--", "true"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "--{flag}={value}: {err}");
+        assert!(!err.contains("panicked"), "--{flag}={value}: {err}");
+        assert!(
+            err.contains(&format!("--{flag}")) && err.contains(range),
+            "--{flag}={value}: {err}"
+        );
+    }
+    project(&sb, &format!("[limits]\n{key} = {good}\n"));
+    let o = l.run(&sb, &["--", "true"]);
+    assert!(o.status.success(), "{key} = {good}: {}", stderr(&o));
+}
+
+#[test]
+fn limits_timeout_out_of_range_is_named() {
+    a_limit_out_of_range_is_named(
+        "timeout",
+        "timeout",
+        "from 0.001 to 31536000 seconds",
+        &["1e300", "1e20", "0", "-5", "\"10\""],
+        &["1e300", "1e20", "0", "-5", "NaN", "inf", "soon"],
+        "30",
+    );
+}
+
+#[test]
+fn limits_max_processes_out_of_range_is_named() {
+    a_limit_out_of_range_is_named(
+        "max_processes",
+        "max-processes",
+        "from 1 to 4194304",
+        &[
+            "18446744073709551615",
+            "99999999",
+            "0",
+            "-1",
+            "1.5",
+            "1e300",
+        ],
+        &[
+            "18446744073709551615",
+            "99999999",
+            "0",
+            "-1",
+            "1.5",
+            "1e300",
+        ],
+        "100",
+    );
+}
+
+#[test]
+fn limits_cpu_time_out_of_range_is_named() {
+    a_limit_out_of_range_is_named(
+        "cpu_time",
+        "cpu-time",
+        "from 1 to 31536000 seconds",
+        &["18446744073709551615", "0", "-1", "2.5", "1e300"],
+        &["18446744073709551615", "0", "-1", "2.5", "1e300"],
+        "60",
+    );
+}
+
+#[test]
+fn limits_cpus_out_of_range_is_named() {
+    a_limit_out_of_range_is_named(
+        "cpus",
+        "cpus",
+        "from 0.001 to 4096",
+        &["1e300", "0", "-1", "5000"],
+        &["1e300", "0", "-1", "5000", "NaN"],
+        "2",
+    );
+}
+
+#[test]
+fn limits_memory_out_of_range_is_named() {
+    a_limit_out_of_range_is_named(
+        "memory",
+        "memory",
+        "1M to 1048576G",
+        &[
+            "\"1K\"",
+            "\"99999999999G\"",
+            "\"0\"",
+            "\"18446744073709551615\"",
+            "5",
+        ],
+        &["1K", "99999999999G", "0", "18446744073709551615", "lots"],
+        "\"1G\"",
+    );
+}

@@ -18,6 +18,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use super::PolicyFlags;
 use super::check::{MAX_LINE, parse_call, read_line};
 use super::run::SandboxFlags;
+use crate::bounds;
 use crate::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Stream, Utf8Chunks};
 use crate::exit;
 
@@ -44,15 +45,15 @@ enum Request {
         mode: Option<String>,
         #[serde(default)]
         cwd: Option<PathBuf>,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "pty")]
         pty: Option<Pty>,
         #[serde(default)]
         stdin: Option<String>,
         #[serde(default)]
         interactive: bool,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "bounds::request_timeout")]
         timeout: Option<f64>,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "bounds::request_max_output")]
         max_output: Option<usize>,
         #[serde(default = "yes")]
         stream: bool,
@@ -77,7 +78,9 @@ enum Request {
     },
     Resize {
         id: String,
+        #[serde(deserialize_with = "bounds::terminal_rows")]
         rows: u16,
+        #[serde(deserialize_with = "bounds::terminal_cols")]
         cols: u16,
     },
 }
@@ -87,11 +90,39 @@ fn yes() -> bool {
 }
 
 /// `"pty": true` (24 × 80) or `"pty": {"rows": R, "cols": C}`.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 enum Pty {
     On(bool),
     Size { rows: u16, cols: u16 },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TerminalSize {
+    #[serde(deserialize_with = "bounds::terminal_rows")]
+    rows: u16,
+    #[serde(deserialize_with = "bounds::terminal_cols")]
+    cols: u16,
+}
+
+/// Read by hand rather than as an untagged enum, which would drop the error naming the field.
+fn pty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Pty>, D::Error> {
+    use serde::de::Error;
+    match Option::<Value>::deserialize(d)? {
+        None => Ok(None),
+        Some(Value::Bool(on)) => Ok(Some(Pty::On(on))),
+        Some(size @ Value::Object(_)) => TerminalSize::deserialize(size)
+            .map(|s| {
+                Some(Pty::Size {
+                    rows: s.rows,
+                    cols: s.cols,
+                })
+            })
+            .map_err(|e| D::Error::custom(format!("`pty`: {e}"))),
+        Some(other) => Err(D::Error::custom(format!(
+            "`pty` must be true, false or {{\"rows\": R, \"cols\": C}}, not {other}"
+        ))),
+    }
 }
 
 /// What a person (through the agent) said about an `ask`.
@@ -422,21 +453,11 @@ fn handle(
             let timeout = match timeout {
                 // The settings' limit as they are now: edits to them apply to the next run.
                 None => decider.timeout,
-                Some(t) if t > 0.0 && t.is_finite() => Some(Duration::from_secs_f64(t)),
-                Some(_) => {
-                    return Err(fail(
-                        "`timeout` must be a positive number of seconds".into(),
-                    ));
-                }
+                Some(t) => Some(bounds::timeout(t).map_err(|e| fail(format!("`timeout` {e}")))?),
             };
             let io = match (pty, stdin, interactive) {
                 (Some(Pty::On(true)), None, _) => Io::Terminal { rows: 24, cols: 80 },
-                (Some(Pty::Size { rows, cols }), None, _) if rows > 0 && cols > 0 => {
-                    Io::Terminal { rows, cols }
-                }
-                (Some(Pty::Size { .. }), None, _) => {
-                    return Err(fail("`pty` rows and cols must be above 0".into()));
-                }
+                (Some(Pty::Size { rows, cols }), None, _) => Io::Terminal { rows, cols },
                 (Some(Pty::On(true) | Pty::Size { .. }), Some(_), _) => {
                     return Err(fail(
                         "`stdin` is for pipes; on a `pty` send `input` requests instead".into(),
@@ -594,9 +615,6 @@ fn handle(
             Ok(())
         }
         Request::Resize { id, rows, cols } => {
-            if rows == 0 || cols == 0 {
-                return Err((Some(id), "rows and cols must be above 0".into()));
-            }
             let control = running(shared, &id)?;
             control
                 .resize(rows, cols)

@@ -15,6 +15,7 @@ use cordon_sandbox::{
 use super::paths::{Flag, LivePattern, resolve_all};
 use super::proxy::RunProxy;
 use super::push_each;
+use crate::bounds;
 use crate::settings::{self, Layer, LayerValues, Places, Sourced, all, some, value};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -45,8 +46,8 @@ pub struct SandboxFlags {
     /// Network: none (loopback only) or host.
     #[arg(long, value_enum, default_value = "none")]
     network: Network,
-    /// Kill the command after this many seconds (exit status 124).
-    #[arg(long, value_name = "SECONDS")]
+    /// Kill the command after this many seconds (exit status 124), 0.001 to 31536000.
+    #[arg(long, value_name = "SECONDS", value_parser = |s: &str| bounds::TIMEOUT.parse(s))]
     timeout: Option<f64>,
     /// A Unix socket the command may connect to (repeatable); without one, the command cannot
     /// create Unix sockets.
@@ -60,14 +61,14 @@ pub struct SandboxFlags {
     #[arg(long = "deny-env", value_name = "PATTERN")]
     deny_env: Vec<String>,
     /// Most processes (and threads) the command may have at once; stops fork bombs
-    /// [default: 4096].
-    #[arg(long, value_name = "N")]
+    /// [default: 4096; at most 4194304].
+    #[arg(long, value_name = "N", value_parser = |s: &str| whole(&bounds::MAX_PROCESSES, s))]
     max_processes: Option<u64>,
-    /// Most memory the command may use, e.g. 512M or 4G.
-    #[arg(long, value_name = "SIZE", value_parser = crate::settings::parse_size)]
+    /// Most memory the command may use, e.g. 512M or 4G (1M to 1048576G).
+    #[arg(long, value_name = "SIZE", value_parser = bounds::memory)]
     memory: Option<u64>,
-    /// Seconds of CPU time each process may use before the kernel stops it.
-    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Seconds of CPU time each process may use before the kernel stops it (1 to 31536000).
+    #[arg(long, value_name = "SECONDS", value_parser = |s: &str| whole(&bounds::CPU_TIME, s))]
     cpu_time: Option<u64>,
     /// Share of the CPUs the whole sandbox may use, e.g. 0.5 or 2 (needs a cpu cgroup).
     #[arg(long, value_name = "N", value_parser = parse_cpus)]
@@ -136,9 +137,8 @@ pub struct RunArgs {
 /// `limits.timeout`: given to each run, so that one with no child `cordon run` to read the
 /// settings (one placed outside the sandbox, or in cordon's container) keeps it too.
 pub fn each_run_timeout(s: &settings::Settings) -> Option<Duration> {
-    value(s.timeout.clone())
-        .filter(|t| *t > 0.0 && t.is_finite())
-        .map(Duration::from_secs_f64)
+    // Reading the settings held it to its range.
+    value(s.timeout.clone()).and_then(|t| bounds::timeout(t).ok())
 }
 
 impl SandboxFlags {
@@ -238,13 +238,12 @@ const DEFAULT_MAX_PROCESSES: u64 = 4096;
 
 /// `0.5`, `2`: a number of CPUs, kept as thousandths of one.
 fn parse_cpus(s: &str) -> Result<u64, String> {
-    let n: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of CPUs; use e.g. 0.5 or 2"))?;
-    if !(n.is_finite() && (0.001..=4096.0).contains(&n)) {
-        return Err(format!("`{s}` is out of range; use 0.001 to 4096"));
-    }
-    Ok((n * 1000.0).round() as u64)
+    bounds::CPUS.parse(s).map(|n| (n * 1000.0).round() as u64)
+}
+
+/// A flag's whole number in `range`.
+fn whole(range: &bounds::Range, s: &str) -> Result<u64, String> {
+    range.parse(s).map(|n| n as u64)
 }
 
 impl RunArgs {
@@ -385,7 +384,7 @@ pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
     args.sandbox.deny_env = all(s.deny_env);
     args.sandbox.max_processes = value(s.max_processes);
     args.sandbox.memory = value(s.memory)
-        .map(|m| settings::parse_size(&m).map_err(anyhow::Error::msg))
+        .map(|m| bounds::memory(&m).map_err(anyhow::Error::msg))
         .transpose()?;
     args.sandbox.cpu_time = value(s.cpu_time);
     args.sandbox.cpus = value(s.cpus).map(|c| (c * 1000.0).round() as u64);
@@ -437,13 +436,12 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
         (None, false) => args.command.clone(),
         (None, true) => bail!("give a command after `--` or a shell string with -c"),
     };
-    let timeout = match args.sandbox.timeout {
-        Some(t) if !(t > 0.0 && t.is_finite()) => {
-            bail!("--timeout must be a positive number of seconds")
-        }
-        Some(t) => Some(Duration::from_secs_f64(t)),
-        None => None,
-    };
+    let timeout = args
+        .sandbox
+        .timeout
+        .map(bounds::timeout)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--timeout (or limits.timeout) {e}"))?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = std::fs::canonicalize(&cwd).context("cannot resolve the current directory")?;
     let mut warnings = Vec::new();

@@ -5,6 +5,8 @@ use std::path::Path;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::bounds;
+
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(
@@ -88,11 +90,24 @@ pub struct EnvTable {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsTable {
+    /// Processes (and threads) at once, 1 to 4194304.
+    #[serde(default, deserialize_with = "bounds::limits_max_processes")]
+    #[schemars(range(min = 1, max = 4_194_304))]
     pub max_processes: Option<u64>,
-    /// `512M`, `4G`.
+    /// `512M`, `4G`: 1M to 1048576G.
+    #[serde(default, deserialize_with = "bounds::limits_memory")]
     pub memory: Option<String>,
+    /// CPU seconds per process, 1 to 31536000 (a year).
+    #[serde(default, deserialize_with = "bounds::limits_cpu_time")]
+    #[schemars(range(min = 1, max = 31_536_000))]
     pub cpu_time: Option<u64>,
+    /// A share of the CPUs, 0.001 to 4096.
+    #[serde(default, deserialize_with = "bounds::limits_cpus")]
+    #[schemars(range(min = 0.001, max = 4096))]
     pub cpus: Option<f64>,
+    /// Seconds each command may run, 0.001 to 31536000 (a year).
+    #[serde(default, deserialize_with = "bounds::limits_timeout")]
+    #[schemars(range(min = 0.001, max = 31_536_000))]
     pub timeout: Option<f64>,
 }
 

@@ -398,24 +398,29 @@ impl LayerValues {
         let net = f.network.clone().unwrap_or_default();
         let env = f.env.clone().unwrap_or_default();
         let limits = f.limits.clone().unwrap_or_default();
+        // Reading the file checks these with its line; a table built otherwise (an import)
+        // is held to the same ranges here.
+        let out_of_range = |key: &str, e: String| anyhow::anyhow!("{}: {key}: {e}", path.display());
         if let Some(m) = &limits.memory {
-            parse_size(m).map_err(|e| anyhow::anyhow!("{}: limits.memory: {e}", path.display()))?;
+            crate::bounds::memory(m).map_err(|e| out_of_range("limits.memory", e))?;
         }
-        if let Some(c) = limits.cpus
-            && !(c.is_finite() && (0.001..=4096.0).contains(&c))
-        {
-            bail!(
-                "{}: limits.cpus: {c} is out of range; use 0.001 to 4096",
-                path.display()
-            );
-        }
-        if let Some(t) = limits.timeout
-            && !(t.is_finite() && t > 0.0)
-        {
-            bail!(
-                "{}: limits.timeout: give a positive number of seconds",
-                path.display()
-            );
+        for (key, n, range) in [
+            ("limits.cpus", limits.cpus, crate::bounds::CPUS),
+            ("limits.timeout", limits.timeout, crate::bounds::TIMEOUT),
+            (
+                "limits.max_processes",
+                limits.max_processes.map(|n| n as f64),
+                crate::bounds::MAX_PROCESSES,
+            ),
+            (
+                "limits.cpu_time",
+                limits.cpu_time.map(|n| n as f64),
+                crate::bounds::CPU_TIME,
+            ),
+        ] {
+            if let Some(n) = n {
+                range.check(n).map_err(|e| out_of_range(key, e))?;
+            }
         }
         for (key, list) in [
             ("network.allow_domains", &net.allow_domains),

@@ -43,10 +43,12 @@ pub struct ReadFile {
     /// The file to read: absolute, or relative to the workspace.
     pub file_path: String,
     /// The first line to return, counting from 0 (default 0).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::bounds::read_offset")]
+    #[schemars(range(min = 0, max = 1_000_000_000))]
     pub offset: Option<u64>,
     /// How many lines to return (default and most: 2000).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::bounds::read_limit")]
+    #[schemars(range(min = 0, max = 1_000_000_000))]
     pub limit: Option<u64>,
 }
 
@@ -69,7 +71,8 @@ pub struct Replace {
     /// The text to put in its place.
     pub new_string: String,
     /// How many times `old_string` must occur; every occurrence is replaced (default 1).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::bounds::expected_replacements")]
+    #[schemars(range(min = 0, max = 1_000_000_000))]
     pub expected_replacements: Option<u64>,
 }
 
