@@ -193,7 +193,6 @@ pub fn user_ids() -> (u32, u32) {
     sys::ids()
 }
 
-/// True when this process has one thread, so forking it is safe.
 /// A process, started before a run, that undoes what the run left if `cordon run` dies
 /// before it can (`exec` kills a run it cancelled that does not end; a panic in `exec`
 /// kills its runs through the parent-death signal).
@@ -261,6 +260,7 @@ impl UndoWatch {
     }
 }
 
+/// True when this process has one thread, so forking it is safe.
 fn single_threaded() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .map(|s| {
