@@ -359,9 +359,85 @@ impl Root {
     }
 }
 
+/// Opens the directory `rel` under `root` for a front end that was asked to work there: links
+/// that stay under `root` are followed, any way out (`..`, an absolute link, a mount point
+/// crossed through a link) is refused. The descriptor is the directory that was checked, to be
+/// used instead of its name, which a command running at the same time could redirect.
+///
+/// `openat2(RESOLVE_BENEATH)` does this in the kernel, atomically; where it is missing the
+/// walk goes one name at a time and refuses every link (stricter, never looser).
+pub fn open_dir_beneath(root: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::ResolveFlags;
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        let rel_or_here = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        match rustix::fs::openat2(root, rel_or_here, flags, Mode::empty(), resolve) {
+            Err(rustix::io::Errno::NOSYS) => {}
+            Err(rustix::io::Errno::XDEV) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("{} leads out of the directory", rel.display()),
+                ));
+            }
+            other => return other.map_err(err),
+        }
+    }
+    let mut cur = rustix::io::fcntl_dupfd_cloexec(root, 0).map_err(err)?;
+    for n in names(rel)? {
+        let next = rustix::fs::openat(cur.as_fd(), n, DIR_FLAGS, Mode::empty());
+        cur = match next {
+            Ok(fd) => fd,
+            Err(_) if matches!(meta_in(cur.as_fd(), n), Ok(Some(m)) if m.kind == Kind::Symlink) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{} goes through a symbolic link, which this kernel cannot follow safely",
+                        rel.display()
+                    ),
+                ));
+            }
+            Err(e) => return Err(err(e)),
+        };
+    }
+    Ok(cur)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_beneath_is_opened_and_every_way_out_refused() -> io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join("sub/deeper"))?;
+        std::fs::create_dir_all(tmp.path().join("outside"))?;
+        std::os::unix::fs::symlink(tmp.path().join("outside"), ws.join("out"))?;
+        std::os::unix::fs::symlink("/", ws.join("root"))?;
+        let root = Root::open(&ws)?;
+        let opened = |rel: &str| open_dir_beneath(root.fd.as_fd(), Path::new(rel));
+        let ino = |fd: OwnedFd| rustix::fs::fstat(fd).map(|s| s.st_ino).map_err(err);
+        let sub = std::fs::metadata(ws.join("sub/deeper"))?;
+        assert_eq!(
+            ino(opened("sub/deeper")?)?,
+            std::os::unix::fs::MetadataExt::ino(&sub)
+        );
+        assert_eq!(
+            ino(opened("")?)?,
+            std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&ws)?)
+        );
+        for bad in ["..", "../outside", "out", "out/.", "root", "/", "sub/../.."] {
+            let e = opened(bad).expect_err(bad);
+            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{bad}: {e}");
+        }
+        Ok(())
+    }
 
     #[test]
     fn removal_does_not_go_through_a_planted_link() -> io::Result<()> {

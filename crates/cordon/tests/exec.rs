@@ -1088,3 +1088,58 @@ fn exec_refuses_resize_rows_out_of_range_and_goes_on() {
 fn exec_refuses_resize_cols_out_of_range_and_goes_on() {
     exec_refuses_a_resize_out_of_range("cols");
 }
+
+/// A run's `cwd` becomes its writable directory, so it must lie inside the session's
+/// workspace: `/`, a path elsewhere, `..` and a link out are each refused before anything
+/// runs, and nothing lands outside. Directories inside, also through a link that stays inside,
+/// still work.
+#[test]
+fn a_cwd_outside_the_workspace_is_refused() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::create_dir_all(sb.ws.join("sub")).expect("mkdir");
+    std::os::unix::fs::symlink(&sb.outside, sb.ws.join("out")).expect("symlink");
+    std::os::unix::fs::symlink("sub", sb.ws.join("inner")).expect("symlink");
+    let marker = format!("cordon-cwd-test-{}", std::process::id());
+    let in_root = Path::new("/").join(&marker);
+    let mut c = Client::start(&sb, &[]);
+    let outside = sb.outside.display().to_string();
+    let refused = [
+        "/",
+        outside.as_str(),
+        "../outside",
+        "out",
+        "out/.",
+        "sub/../../outside",
+    ];
+    for (n, cwd) in refused.iter().enumerate() {
+        let id = format!("bad{n}");
+        let mut req = run(&id, &format!("touch {}", q(Path::new(&marker))));
+        req["cwd"] = json!(cwd);
+        c.send(&req);
+        let err = c.wait_for(&format!("error ({id})"), |v| {
+            v["type"] == "error" && v["id"] == id.as_str()
+        });
+        let message = err["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("`cwd`") && message.contains("workspace"),
+            "cwd {cwd:?}: {err}"
+        );
+    }
+    let ws_sub = sb.ws.join("sub").display().to_string();
+    for (n, cwd) in ["sub", "inner", ws_sub.as_str()].iter().enumerate() {
+        let id = format!("good{n}");
+        let mut req = run(&id, &format!("touch {}-{n}", q(Path::new(&marker))));
+        req["cwd"] = json!(cwd);
+        c.send(&req);
+        let e = c.event("exited", &id);
+        assert_eq!(e["exit_code"], 0, "cwd {cwd:?}: {e}");
+        assert!(
+            sb.ws.join("sub").join(format!("{marker}-{n}")).exists(),
+            "cwd {cwd:?} did not run in ws/sub"
+        );
+    }
+    c.finish();
+    let leaked = in_root.exists() || sb.outside.join(&marker).exists();
+    let _ = std::fs::remove_file(&in_root);
+    assert!(!leaked, "a run wrote outside the workspace");
+}

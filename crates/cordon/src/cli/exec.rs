@@ -19,7 +19,9 @@ use super::PolicyFlags;
 use super::check::{MAX_LINE, parse_call, read_line};
 use super::run::SandboxFlags;
 use crate::bounds;
-use crate::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Stream, Utf8Chunks};
+use crate::exec::{
+    Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Stream, Utf8Chunks, WorkDir,
+};
 use crate::exit;
 
 #[derive(Debug, Args)]
@@ -149,6 +151,9 @@ enum Slot {
 
 struct Shared {
     runner: Runner,
+    /// The session's workspace (the directory `exec` started in): every run's `cwd` must lie
+    /// inside it.
+    workspace: WorkDir,
     slots: Mutex<HashMap<String, Slot>>,
     /// Signalled whenever a slot goes, so the end of input can wait for the last run.
     slot_gone: Condvar,
@@ -254,8 +259,10 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
     let (events, queue) = sync_channel::<Value>(EVENT_QUEUE);
     let writer = std::thread::spawn(move || write_events(queue));
+    let workspace = WorkDir::current().context("cannot open the current directory")?;
     let shared = Arc::new(Shared {
         runner,
+        workspace,
         slots: Mutex::new(HashMap::new()),
         slot_gone: Condvar::new(),
         events,
@@ -479,6 +486,12 @@ fn handle(
                     tail: m - m / 2,
                 },
             };
+            // Checked and opened before anything is decided: the run starts in this very
+            // directory, and a `cwd` outside the workspace would make it writable.
+            let cwd = cwd
+                .map(|c| shared.workspace.beneath(&c))
+                .transpose()
+                .map_err(|e| fail(format!("`cwd` {e}")))?;
             let placement = decider.placer.place(&command, unsandboxed);
             let opts = RunOptions {
                 command: command.clone(),
@@ -538,6 +551,10 @@ fn handle(
                         "args": { "command": command },
                         "rule": outcome.rule, "reason": outcome.reason,
                     });
+                    // Where it runs is part of what is approved: that directory is writable.
+                    if let Some(c) = &opts.cwd {
+                        ask["args"]["cwd"] = json!(c.shown);
+                    }
                     // Whoever answers should know whether a yes lets it out of the sandbox.
                     if let Some(a) = ask.as_object_mut() {
                         a.extend(opts.placement.fields());

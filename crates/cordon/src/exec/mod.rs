@@ -90,7 +90,7 @@ pub struct RunOptions {
     /// A shell command line, run with `/bin/sh -c`.
     pub command: String,
     /// Its working directory (the sandbox's writable one); this process's by default.
-    pub cwd: Option<PathBuf>,
+    pub cwd: Option<WorkDir>,
     pub io: Io,
     pub timeout: Option<Duration>,
     /// How much output the result keeps.
@@ -100,6 +100,69 @@ pub struct RunOptions {
     pub blocked_on_stderr: bool,
     /// In cordon's sandbox, or outside it because the settings say so.
     pub placement: Placement,
+}
+
+/// A run's working directory, checked by a front end and held open: the run starts in this
+/// very directory, not in whatever its name leads to by then.
+#[derive(Debug, Clone)]
+pub struct WorkDir {
+    dir: Arc<std::os::fd::OwnedFd>,
+    /// Its path as it was checked, for messages.
+    pub shown: PathBuf,
+}
+
+impl WorkDir {
+    /// This process's working directory, opened now.
+    pub fn current() -> std::io::Result<WorkDir> {
+        Self::open(&std::env::current_dir()?)
+    }
+
+    /// The directory `path`, opened now.
+    pub fn open(path: &std::path::Path) -> std::io::Result<WorkDir> {
+        Ok(WorkDir {
+            dir: Arc::new(std::fs::File::open(path)?.into()),
+            shown: path.to_path_buf(),
+        })
+    }
+
+    /// Where the open directory is now, links resolved.
+    pub fn real_path(&self) -> std::io::Result<PathBuf> {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
+    }
+
+    /// The directory `rel` (relative, or absolute inside this one), opened without leaving this
+    /// one: links that stay inside are followed, `..`, absolute links and links out refused.
+    pub fn beneath(&self, rel: &std::path::Path) -> Result<WorkDir, String> {
+        let inner = if rel.is_absolute() {
+            rel.strip_prefix(&self.shown).map_err(|_| {
+                format!(
+                    "{} is outside the workspace {}; give a directory inside it (or a path relative to it)",
+                    rel.display(),
+                    self.shown.display()
+                )
+            })?
+        } else {
+            rel
+        };
+        use std::os::fd::AsFd;
+        let fd =
+            cordon_sandbox::beneath::open_dir_beneath(self.dir.as_fd(), inner).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    format!(
+                        "{} leads outside the workspace {}; give a directory inside it",
+                        rel.display(),
+                        self.shown.display()
+                    )
+                } else {
+                    format!("cannot open the directory {}: {e}", rel.display())
+                }
+            })?;
+        Ok(WorkDir {
+            dir: Arc::new(fd),
+            shown: self.shown.join(inner),
+        })
+    }
 }
 
 /// Where a command runs.
@@ -225,7 +288,7 @@ impl Runner {
         };
         cmd.args(["-c", &opts.command]);
         if let Some(cwd) = &opts.cwd {
-            cmd.current_dir(cwd);
+            sys::working_dir(&mut cmd, cwd.dir.clone());
         }
         sys::die_with_parent(&mut cmd);
         let mut master = None;

@@ -83,6 +83,17 @@ pub fn new_session(cmd: &mut Command) {
     }
 }
 
+/// Makes `dir` the working directory of the child `cmd` starts: the directory object that was
+/// checked, which no rename or planted link can swap for another between the check and the
+/// start (a name could be redirected by a command running at the same time).
+pub fn working_dir(cmd: &mut Command, dir: std::sync::Arc<OwnedFd>) {
+    // SAFETY: the closure runs in the child between fork and exec and calls only fchdir, which
+    // is async-signal-safe, on a descriptor the captured Arc keeps open; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || check(libc::fchdir(dir.as_raw_fd())).map(drop));
+    }
+}
+
 /// Kills the child `cmd` starts (SIGKILL) when the thread that started it ends, with this
 /// whole process if it is killed: a run must not outlive the cordon that answers for it. The
 /// starting thread waits for the run, so it lives as long as the run should.

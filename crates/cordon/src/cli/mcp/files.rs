@@ -229,6 +229,32 @@ impl Workspace {
         Ok(real)
     }
 
+    /// The directory a command runs in (`dir_path`, or the working directory), checked and
+    /// held open: the run starts in the directory that was checked, whatever its name leads to
+    /// by then (a command running at the same time may swap it for a link).
+    pub fn run_dir(&self, path: Option<&str>) -> Result<crate::exec::WorkDir, String> {
+        let shown = path.unwrap_or(".");
+        let real = self.real_dir(shown)?;
+        let root = self
+            .roots
+            .iter()
+            .find(|r| real.starts_with(r))
+            .ok_or_else(|| format!("`{shown}` leads outside the workspace; refused"))?;
+        let rel = real.strip_prefix(root).unwrap_or(Path::new(""));
+        let dir = crate::exec::WorkDir::open(root)
+            .map_err(|e| format!("cannot open `{}`: {e}", root.display()))?
+            .beneath(rel)?;
+        // Opened beneath the workspace, so it is inside; but a swap since `real_dir` may have
+        // put another directory of the workspace there, which the walls must also allow.
+        let now = dir
+            .real_path()
+            .map_err(|e| format!("cannot tell where `{shown}` is: {e}"))?;
+        match self.walls.refusal(&now, shown, false) {
+            Some(why) => Err(why),
+            None => Ok(dir),
+        }
+    }
+
     /// Checks where an open file really is, whatever its path was swapped for since the check.
     fn check_opened(&self, file: &File, shown: &str, write: bool) -> Result<(), String> {
         let real = opened_path(file).map_err(|e| format!("cannot tell where `{shown}` is: {e}"))?;

@@ -12,7 +12,6 @@ mod input;
 mod worker;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -582,9 +581,9 @@ impl Server {
         a: RunShellCommand,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let cwd: PathBuf = match &a.dir_path {
-            Some(d) => self.workspace.resolve(d),
-            None => self.workspace.cwd.clone(),
+        let cwd = match self.workspace.run_dir(a.dir_path.as_deref()) {
+            Ok(dir) => dir,
+            Err(e) => return CallToolResult::error(vec![ContentBlock::text(e)]),
         };
         let opts = RunOptions {
             command: a.command.clone(),
