@@ -271,6 +271,21 @@ impl Root {
         remove_in(dir.as_fd(), name)
     }
 
+    /// Removes the directory `rel` if it is empty (and is a directory, reached without
+    /// following a link); false when it was not there or is not empty.
+    pub fn remove_empty_dir(&self, rel: &Path) -> io::Result<bool> {
+        let (dir, name) = match self.parent(rel) {
+            Ok(p) => p,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        match rustix::fs::unlinkat(dir.as_fd(), name, AtFlags::REMOVEDIR) {
+            Ok(()) => Ok(true),
+            Err(rustix::io::Errno::NOTEMPTY | rustix::io::Errno::NOENT) => Ok(false),
+            Err(e) => Err(err(e)),
+        }
+    }
+
     /// The names in directory `rel`.
     pub fn list(&self, rel: &Path) -> io::Result<Vec<Entry>> {
         list_fd(self.open_dir(rel)?.as_fd())

@@ -24,7 +24,7 @@ mod violations;
 pub mod linux;
 
 pub use protect::{
-    NotUndone, PROTECTED_NAMES, RunGuard, UndoReport, Undone, existing_protected,
+    MadeForRun, NotUndone, PROTECTED_NAMES, RunGuard, UndoReport, Undone, existing_protected,
     linked_worktree_writable,
 };
 pub use snapshot::{Restoration, Snapshot, SnapshotError};

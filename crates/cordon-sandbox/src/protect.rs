@@ -35,6 +35,63 @@ pub fn existing_protected(root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// cordon's own settings and state directories (its user settings, a project's `.cordon`)
+/// that lie in a writable place but do not exist yet. A sandbox keeps only existing paths
+/// read-only, and cordon reads these live (exec per request, the proxy every few seconds), so
+/// a run could plant rules that apply at once. They are made before the run, empty and the
+/// user's, to be kept read-only like the others, and removed after it if still empty.
+#[derive(Debug, Default)]
+pub struct MadeForRun {
+    /// The writable place (opened before the run) and, in it, the directories made, from the
+    /// top down.
+    made: Vec<(Root, Vec<PathBuf>)>,
+}
+
+impl MadeForRun {
+    /// Makes each of `dirs` that lies in one of `writable` and is missing. Also returns the
+    /// directories now to be kept read-only, and, for each that could not be made, why.
+    pub fn make(dirs: &[PathBuf], writable: &[PathBuf]) -> (Self, Vec<PathBuf>, Vec<String>) {
+        let mut out = MadeForRun::default();
+        let mut keep = Vec::new();
+        let mut failed = Vec::new();
+        for dir in dirs {
+            let Some(root) = writable.iter().find(|r| dir.starts_with(r) && *r != dir) else {
+                continue;
+            };
+            if std::fs::symlink_metadata(dir).is_ok() {
+                continue;
+            }
+            let mut missing: Vec<PathBuf> = dir
+                .ancestors()
+                .take_while(|a| *a != root.as_path())
+                .filter(|a| std::fs::symlink_metadata(a).is_err())
+                .filter_map(|a| a.strip_prefix(root).ok().map(Path::to_path_buf))
+                .collect();
+            missing.reverse();
+            match Root::open(root).and_then(|r| std::fs::create_dir_all(dir).map(|()| r)) {
+                Ok(r) => {
+                    keep.push(dir.clone());
+                    out.made.push((r, missing));
+                }
+                Err(e) => failed.push(format!(
+                    "{} could not be made before the run to keep it read-only ({e}); the command may write cordon's settings there",
+                    dir.display()
+                )),
+            }
+        }
+        (out, keep, failed)
+    }
+
+    /// Removes what [`MadeForRun::make`] made, where still empty, deepest first.
+    pub fn remove(self) {
+        for (root, made) in &self.made {
+            for rel in made.iter().rev() {
+                let _ = root.remove_empty_dir(rel);
+            }
+        }
+    }
+}
+
 /// What a run must not leave behind, found by comparing before and after: protected paths it
 /// created in writable places (existing ones are read-only during the run; new ones cannot be
 /// mounted over without touching the host first), and a bare repository planted in the

@@ -1036,6 +1036,44 @@ fn attempts() -> Vec<Attempt> {
                 absent(&cfg.join("cordon"), &o)
             },
         ),
+        // cordon reads these live (exec per request, the proxy every few seconds): a file
+        // that exists even for the length of the run takes effect, so the run must not be
+        // able to write it at all. The fallback puts them back after the run and says so.
+        namespaces_only(
+            "plant cordon's settings, remembered hosts or project rules where none exist",
+            |sb| {
+                let cfg = sb.ws.join(".config");
+                let cfg_s = cfg.to_str().expect("utf-8");
+                let planted = [
+                    cfg.join("cordon/cordon.toml"),
+                    cfg.join("cordon/remembered-domains.toml"),
+                    cfg.join("cordon/policies/evil.toml"),
+                    sb.ws.join(".cordon/cordon.toml"),
+                    sb.ws.join(".cordon/policies/evil.toml"),
+                ];
+                let script: String = planted
+                    .iter()
+                    .map(|f| {
+                        format!(
+                            "mkdir -p {d} 2>/dev/null; echo x > {f} 2>/dev/null && echo WROTE {f};\n",
+                            d = q(f.parent().expect("parent")),
+                            f = q(f)
+                        )
+                    })
+                    .collect();
+                let o = sb.run_env(&["-c", &script], &[("XDG_CONFIG_HOME", cfg_s)]);
+                if stdout(&o).contains("WROTE") {
+                    return Err(format!(
+                        "the run could write cordon's settings:\n{}{}",
+                        stdout(&o),
+                        stderr(&o)
+                    ));
+                }
+                // What cordon made to keep read-only is gone again.
+                absent(&cfg, &o)?;
+                absent(&sb.ws.join(".cordon"), &o)
+            },
+        ),
         attempt("unmount a read-only bind to write what is under it", |sb| {
             protected_layout(&sb.ws);
             let o = sb.sh("umount .git/config; umount -l .git/config; echo evil >> .git/config");

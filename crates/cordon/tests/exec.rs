@@ -1143,3 +1143,49 @@ fn a_cwd_outside_the_workspace_is_refused() {
     let _ = std::fs::remove_file(&in_root);
     assert!(!leaked, "a run wrote outside the workspace");
 }
+
+/// `exec` reloads settings and rules on every request, so a run that could write them while
+/// it goes on would decide the next run: `[sandbox] enabled = false` in the user's settings
+/// (whose directory did not exist) and an allow-everything rule in the trusted project's
+/// `.cordon/policies`. Neither can be written, and the next run stays in the sandbox.
+#[test]
+fn a_run_cannot_plant_the_settings_the_next_run_is_decided_by() {
+    let Some(sb) = Sandbox::new() else { return };
+    let config = sb.ws.join(".config");
+    let managed = sb.outside.join("managed.toml");
+    let env = [
+        ("XDG_CONFIG_HOME", config.as_path()),
+        ("CORDON_MANAGED_SETTINGS", managed.as_path()),
+    ];
+    let settings = config.join("cordon/cordon.toml");
+    let rules = sb.ws.join(".cordon/policies/evil.toml");
+    let plant = format!(
+        "mkdir -p {sd} {rd}; printf '[sandbox]\\nenabled = false\\n' > {s}; \
+         printf '[[rule]]\\ntoolName = \"*\"\\ndecision = \"allow\"\\npriority = 999\\n' > {r}; \
+         echo planted; sleep 600",
+        sd = q(settings.parent().expect("parent")),
+        rd = q(rules.parent().expect("parent")),
+        s = q(&settings),
+        r = q(&rules),
+    );
+    let mut c = Client::start_env(&sb, &["--mode", "default", "--trust-workspace"], &env);
+    c.send(&run("plant", &plant));
+    c.wait_output("plant", "planted");
+    let target = sb.outside.join("escaped");
+    c.send(&json!({ "type": "run", "id": "next", "command": format!("touch {}", q(&target)) }));
+    let d = c.event("decision", "next");
+    if d["decision"] == "ask_user" {
+        c.event("ask", "next");
+        c.send(&json!({ "type": "answer", "id": "next", "allow": false }));
+    }
+    let e = c.event("exited", "next");
+    c.send(&json!({ "type": "cancel", "id": "plant" }));
+    c.event("exited", "plant");
+    c.finish();
+    assert!(!target.exists(), "the next run escaped: {d}\n{e}");
+    assert_eq!(d["sandboxed"], true, "{d}");
+    assert!(
+        !settings.exists() && !rules.exists(),
+        "planted files are left"
+    );
+}

@@ -8,8 +8,8 @@ use super::backend::{BackendArgs, Elsewhere, RunCgroups, UndoWatch, run_linux as
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use cordon_sandbox::{
-    Isolation, Limits, NetworkMode, RunGuard, SandboxSpec, Violation, existing_protected,
-    filter_environment, gitmeta, gitmeta::GitMeta, linked_worktree_writable,
+    Isolation, Limits, MadeForRun, NetworkMode, RunGuard, SandboxSpec, Violation,
+    existing_protected, filter_environment, gitmeta, gitmeta::GitMeta, linked_worktree_writable,
 };
 
 use super::paths::{Flag, LivePattern, resolve_all};
@@ -679,6 +679,26 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         return Ok(code);
     }
     let mut spec = spec;
+    // cordon reads its settings live (exec per request, the proxy every few seconds), so
+    // those that do not exist yet are made now, to be read-only during the run like the rest.
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let state_dirs: Vec<PathBuf> = own_settings
+        .iter()
+        .cloned()
+        .chain(
+            // Where `Places::from` looks for a project's settings.
+            spec.cwd
+                .ancestors()
+                .take_while(|d| home.as_deref() != Some(*d))
+                .map(|d| d.join(".cordon")),
+        )
+        .collect();
+    let places: Vec<PathBuf> = std::iter::once(&spec.cwd)
+        .chain(&spec.writable)
+        .cloned()
+        .collect();
+    let (made, keep, unmade) = MadeForRun::make(&state_dirs, &places);
+    spec.read_only.extend(keep);
     let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings, &git, git_limit);
     // Should this process be killed before it undoes what the run left, a process of its
     // own does it (started before the proxy, so it holds none of the proxy's descriptors).
@@ -716,6 +736,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let result = run_sandboxed(&spec);
     let refused = proxy.map(RunProxy::finish).unwrap_or_default();
     let undone = guard.undo();
+    made.remove();
     if let Some(watch) = watch {
         watch.disarm();
     }
@@ -732,6 +753,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .into_iter()
         .chain(weaker.iter().cloned())
         .chain(undone.weaker.iter().cloned())
+        .chain(unmade)
         .collect();
     let weaker = weaker.as_slice();
     if !weaker.is_empty() && !args.report_only {
