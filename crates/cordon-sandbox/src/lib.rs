@@ -25,7 +25,7 @@ pub mod linux;
 
 pub use protect::{
     MadeForRun, NotUndone, PROTECTED_NAMES, RunGuard, UndoReport, Undone, existing_protected,
-    linked_worktree_writable,
+    is_protected, linked_worktree_writable,
 };
 pub use snapshot::{Restoration, Snapshot, SnapshotError};
 pub use spec::{Isolation, Limits, NetworkMode, ProxyEndpoint, SandboxSpec, filter_environment};

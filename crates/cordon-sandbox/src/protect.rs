@@ -26,6 +26,15 @@ pub const PROTECTED_NAMES: &[&str] = &[
     ".mcp.json",
 ];
 
+/// Whether `rel`, a path relative to a writable place, is protected or lies under a protected
+/// path, whether it exists or not: the [`PROTECTED_NAMES`] at the top of the place, and git
+/// metadata that makes git run a program at any depth ([`gitmeta::runs_code`]). The one list
+/// for everything that writes on a command's behalf outside the sandbox (`cordon mcp`'s file
+/// tools), so that they refuse what the sandbox keeps read-only.
+pub fn is_protected(rel: &Path) -> bool {
+    PROTECTED_NAMES.iter().any(|n| rel.starts_with(n)) || gitmeta::runs_code(rel)
+}
+
 /// The protected paths that exist directly under `root`, to be made read-only there.
 pub fn existing_protected(root: &Path) -> Vec<PathBuf> {
     PROTECTED_NAMES

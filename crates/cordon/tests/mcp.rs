@@ -803,3 +803,119 @@ fn replace_refuses_expected_replacements_out_of_range() {
         BAD_LINE_NUMBERS,
     );
 }
+
+/// Calls each tool in `calls` (name, arguments) in yolo mode from the workspace of `sb`, and
+/// gives back each call's answer, in order.
+fn call_tools(sb: &Sandbox, calls: &[(&str, serde_json::Value)]) -> Vec<serde_json::Value> {
+    let requests: Vec<String> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (tool, args))| {
+            serde_json::json!({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                "params": {"name": tool, "arguments": args}})
+            .to_string()
+        })
+        .collect();
+    let mut lines = vec![INITIALIZE, INITIALIZED];
+    lines.extend(requests.iter().map(String::as_str));
+    let mut cmd = Command::new(cordon_bin());
+    cmd.args(["mcp", "--mode", "yolo"])
+        .current_dir(&sb.ws)
+        .env("XDG_CONFIG_HOME", sb.outside.join("config"));
+    let out = serve_lines(cmd, &lines);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let answers: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (0..calls.len())
+        .map(|i| {
+            answers
+                .iter()
+                .find(|v| v["id"] == 10 + i && v.get("result").is_some())
+                .cloned()
+                .unwrap_or_else(|| panic!("no answer to call {i}: {text}"))
+        })
+        .collect()
+}
+
+/// The file tools write on a command's behalf outside the sandbox, so they keep to the same
+/// protected paths, in every mode (yolo here), for files that do not exist yet as well:
+/// start-up files, editor tasks, agent settings and git metadata at any depth.
+#[test]
+fn the_file_tools_refuse_to_create_protected_files_in_yolo_mode() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::create_dir_all(sb.ws.join("vendor/lib/.git")).expect("mkdir");
+    let protected = [
+        ".bashrc",
+        ".vscode/tasks.json",
+        ".mcp.json",
+        ".claude/settings.json",
+        ".git",
+        "vendor/lib/.git/config",
+        "vendor/lib/.git/hooks/pre-commit",
+        "sub/.git/config",
+    ];
+    let mut calls: Vec<(&str, serde_json::Value)> = protected
+        .iter()
+        .map(|p| {
+            (
+                "write_file",
+                serde_json::json!({"file_path": p, "content": "evil\n"}),
+            )
+        })
+        .collect();
+    calls.push((
+        "write_file",
+        serde_json::json!({"file_path": "src/ok.txt", "content": "fine\n"}),
+    ));
+    let answers = call_tools(&sb, &calls);
+    for (p, a) in protected.iter().zip(&answers) {
+        assert_eq!(a["result"]["isError"], true, "{p}: {a}");
+        assert!(
+            a.to_string().contains("protected"),
+            "{p}: not refused as protected: {a}"
+        );
+        let host = sb.ws.join(p);
+        assert!(
+            !host.is_file(),
+            "{p} was created on the host by the file tool"
+        );
+    }
+    assert_eq!(answers[protected.len()]["result"]["isError"], false);
+    assert_eq!(
+        std::fs::read_to_string(sb.ws.join("src/ok.txt")).expect("ok.txt"),
+        "fine\n"
+    );
+}
+
+/// `dir_path` becomes the run's writable directory: one outside the workspace, or through a
+/// link out of it, is refused before anything runs.
+#[test]
+fn run_shell_command_refuses_a_dir_path_outside_the_workspace() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::os::unix::fs::symlink(&sb.outside, sb.ws.join("out")).expect("symlink");
+    let outside = sb.outside.display().to_string();
+    let bad = ["/", outside.as_str(), "..", "out"];
+    let calls: Vec<(&str, serde_json::Value)> = bad
+        .iter()
+        .map(|d| {
+            (
+                "run_shell_command",
+                serde_json::json!({"command": "touch planted", "dir_path": d}),
+            )
+        })
+        .collect();
+    let answers = call_tools(&sb, &calls);
+    for (d, a) in bad.iter().zip(&answers) {
+        assert_eq!(a["result"]["isError"], true, "{d}: {a}");
+    }
+    assert!(!sb.outside.join("planted").exists());
+    assert!(
+        !sb.outside
+            .parent()
+            .expect("parent")
+            .join("planted")
+            .exists()
+    );
+}

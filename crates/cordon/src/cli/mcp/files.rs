@@ -210,6 +210,25 @@ impl Workspace {
         self.roots.iter().any(|r| real.starts_with(r))
     }
 
+    /// Why a file at `real` may not be touched, if it may not: the sandbox's walls, and for a
+    /// write also the protected paths (start-up files, editor and agent settings, git metadata
+    /// at any depth), new ones as well as existing ones, as the sandbox keeps them.
+    fn refusal(&self, real: &Path, shown: &str, write: bool) -> Option<String> {
+        if let Some(why) = self.walls.refusal(real, shown, write) {
+            return Some(why);
+        }
+        let protected = self
+            .roots
+            .iter()
+            .filter_map(|r| real.strip_prefix(r).ok())
+            .any(cordon_sandbox::is_protected);
+        (write && protected).then(|| {
+            format!(
+                "`{shown}` is a protected file (it runs code or changes an agent's permissions the next time something starts), which the sandbox keeps read-only; refused"
+            )
+        })
+    }
+
     /// Where `path` really is, refused unless inside the workspace.
     fn real_dir(&self, path: &str) -> Result<PathBuf, String> {
         let real = std::fs::canonicalize(self.resolve(path))
@@ -264,7 +283,7 @@ impl Workspace {
                 real.display()
             ));
         }
-        match self.walls.refusal(&real, shown, write) {
+        match self.refusal(&real, shown, write) {
             Some(why) => Err(why),
             None => Ok(()),
         }
@@ -315,7 +334,7 @@ impl Workspace {
                 real.display()
             ));
         }
-        match self.walls.refusal(&real, shown, true) {
+        match self.refusal(&real, shown, true) {
             Some(why) => Err(why),
             None => Ok(()),
         }

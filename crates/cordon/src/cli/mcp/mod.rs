@@ -234,10 +234,13 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
         // In a container, the launcher has said them already.
         plan.warn();
     }
+    let mut read_only = plan.read_only;
+    // cordon's own settings, also where they do not exist yet (the sandbox makes them then).
+    read_only.extend(plan.own_settings);
     let walls = files::Walls {
         hidden: plan.hidden,
         reopened: plan.reopened,
-        read_only: plan.read_only,
+        read_only,
         live,
     };
     let workspace = Workspace::new(decider.engine.environment(), walls);
