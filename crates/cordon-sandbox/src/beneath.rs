@@ -209,6 +209,21 @@ impl Root {
         })
     }
 
+    /// Opens this process's working directory, known as `shown`: the directory itself, even
+    /// if a link has taken its place on the path `shown` since it was entered.
+    pub fn open_current(shown: &Path) -> io::Result<Root> {
+        let fd = rustix::fs::open(
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(err)?;
+        Ok(Root {
+            path: shown.to_path_buf(),
+            fd,
+        })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -269,6 +284,25 @@ impl Root {
             Err(e) => return Err(e),
         };
         remove_in(dir.as_fd(), name)
+    }
+
+    /// Makes the directory `rel` and the missing ones on the way, each inside the one before
+    /// and never through a link (a link on the way is an error); returns those it made, from
+    /// the top down.
+    pub fn make_dirs(&self, rel: &Path) -> io::Result<Vec<PathBuf>> {
+        let mut made = Vec::new();
+        let mut cur = rustix::io::fcntl_dupfd_cloexec(&self.fd, 0).map_err(err)?;
+        let mut at = PathBuf::new();
+        for n in names(rel)? {
+            at.push(n);
+            match rustix::fs::mkdirat(cur.as_fd(), n, Mode::from_raw_mode(0o777)) {
+                Ok(()) => made.push(at.clone()),
+                Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(err(e)),
+            }
+            cur = rustix::fs::openat(cur.as_fd(), n, DIR_FLAGS, Mode::empty()).map_err(err)?;
+        }
+        Ok(made)
     }
 
     /// Removes the directory `rel` if it is empty (and is a directory, reached without
@@ -421,6 +455,86 @@ pub fn open_dir_beneath(root: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd>
         };
     }
     Ok(cur)
+}
+
+/// How [`open_file_beneath`] opens a file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FileOpen {
+    pub read: bool,
+    /// For writing; created if missing unless also `read` (an edit of an existing file).
+    pub write: bool,
+    /// Make the missing directories on the way (when writing).
+    pub make_dirs: bool,
+}
+
+/// Opens the file `rel` under `root` as `how` says, for a front end that reads or writes on a
+/// command's behalf while that command may be swapping directories for links: every name is
+/// opened from the directory before it with `O_NOFOLLOW`, so no link is ever followed and
+/// nothing outside `root` is reached (`..` is refused). With `make_dirs` the missing
+/// directories on the way are made, each inside the one just opened. New files get mode 0666
+/// less the umask. The file is opened non-blocking, so a FIFO cannot hang the caller.
+pub fn open_file_beneath(root: BorrowedFd<'_>, rel: &Path, how: FileOpen) -> io::Result<OwnedFd> {
+    let flags = match (how.read, how.write) {
+        (_, false) => OFlags::RDONLY,
+        (false, true) => OFlags::WRONLY | OFlags::CREATE,
+        (true, true) => OFlags::RDWR,
+    } | OFlags::NONBLOCK;
+    let make_dirs = how.write && how.make_dirs;
+    let all = names(rel)?;
+    let Some((last, dirs)) = all.split_last() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a directory, not a file",
+        ));
+    };
+    let through_link = |e: rustix::io::Errno| {
+        if matches!(e, rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} goes through a symbolic link or a file, which is not followed",
+                    rel.display()
+                ),
+            )
+        } else {
+            err(e)
+        }
+    };
+    let mut cur = rustix::io::fcntl_dupfd_cloexec(root, 0).map_err(err)?;
+    for n in dirs {
+        if make_dirs {
+            match rustix::fs::mkdirat(cur.as_fd(), *n, Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(err(e)),
+            }
+        }
+        cur = rustix::fs::openat(
+            cur.as_fd(),
+            *n,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(through_link)?;
+    }
+    rustix::fs::openat(
+        cur.as_fd(),
+        *last,
+        flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o666),
+    )
+    .map_err(|e| {
+        if e == rustix::io::Errno::LOOP {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} is a symbolic link, which is not followed",
+                    rel.display()
+                ),
+            )
+        } else {
+            err(e)
+        }
+    })
 }
 
 #[cfg(test)]

@@ -57,30 +57,40 @@ pub struct MadeForRun {
 }
 
 impl MadeForRun {
-    /// Makes each of `dirs` that lies in one of `writable` and is missing. Also returns the
-    /// directories now to be kept read-only, and, for each that could not be made, why.
-    pub fn make(dirs: &[PathBuf], writable: &[PathBuf]) -> (Self, Vec<PathBuf>, Vec<String>) {
+    /// Makes each of `dirs` that lies in `cwd` (this process's working directory) or one of
+    /// `writable` and is missing. Also returns the directories now to be kept read-only, and,
+    /// for each that could not be made, why.
+    pub fn make(
+        dirs: &[PathBuf],
+        cwd: &Path,
+        writable: &[PathBuf],
+    ) -> (Self, Vec<PathBuf>, Vec<String>) {
         let mut out = MadeForRun::default();
         let mut keep = Vec::new();
         let mut failed = Vec::new();
         for dir in dirs {
-            let Some(root) = writable.iter().find(|r| dir.starts_with(r) && *r != dir) else {
+            let Some(root) = std::iter::once(cwd)
+                .chain(writable.iter().map(PathBuf::as_path))
+                .find(|r| dir.starts_with(r) && *r != dir)
+            else {
                 continue;
             };
             if std::fs::symlink_metadata(dir).is_ok() {
                 continue;
             }
-            let mut missing: Vec<PathBuf> = dir
-                .ancestors()
-                .take_while(|a| *a != root.as_path())
-                .filter(|a| std::fs::symlink_metadata(a).is_err())
-                .filter_map(|a| a.strip_prefix(root).ok().map(Path::to_path_buf))
-                .collect();
-            missing.reverse();
-            match Root::open(root).and_then(|r| std::fs::create_dir_all(dir).map(|()| r)) {
-                Ok(r) => {
+            let opened = if root == cwd {
+                Root::open_current(cwd)
+            } else {
+                Root::open(root)
+            };
+            let made = opened.and_then(|r| {
+                let made = r.make_dirs(dir.strip_prefix(root).unwrap_or(dir))?;
+                Ok((r, made))
+            });
+            match made {
+                Ok((r, made)) => {
                     keep.push(dir.clone());
-                    out.made.push((r, missing));
+                    out.made.push((r, made));
                 }
                 Err(e) => failed.push(format!(
                     "{} could not be made before the run to keep it read-only ({e}); the command may write cordon's settings there",

@@ -98,6 +98,12 @@ pub struct SandboxSpec {
     /// which the command must not reach past its own input and output.
     #[serde(default)]
     pub own_terminal: bool,
+    /// The directory `cwd` must be, as (device, inode), when a front end opened it and checked
+    /// it: a command running beside the sandbox can swap a directory on `cwd`'s path for a
+    /// link between that check and the bind that makes `cwd` writable, and the set-up then
+    /// fails rather than make another directory writable.
+    #[serde(default)]
+    pub cwd_identity: Option<(u64, u64)>,
 }
 
 /// Limits on what a run may consume.

@@ -286,6 +286,7 @@ mod tests {
             allow_local_binding: false,
             inbound: None,
             own_terminal: false,
+            cwd_identity: None,
         }
     }
 

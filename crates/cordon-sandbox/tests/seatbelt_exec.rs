@@ -55,6 +55,7 @@ fn spec(cwd: &Path, argv: &[&str]) -> SandboxSpec {
         allow_local_binding: false,
         inbound: None,
         own_terminal: false,
+        cwd_identity: None,
     }
 }
 

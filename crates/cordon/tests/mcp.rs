@@ -919,3 +919,96 @@ fn run_shell_command_refuses_a_dir_path_outside_the_workspace() {
             .exists()
     );
 }
+
+/// Swaps `ws/d` (a directory) and `ws/l` (a link to `outside`) with `renameat2(EXCHANGE)` as
+/// fast as it can, as a sandboxed command running beside the file tools could, until killed.
+fn swapper(ws: &Path, outside: &Path) -> std::process::Child {
+    std::fs::create_dir_all(ws.join("d")).expect("mkdir");
+    std::os::unix::fs::symlink(outside, ws.join("l")).expect("symlink");
+    let script = "import ctypes, os, sys\n\
+        libc = ctypes.CDLL(None, use_errno=True)\n\
+        a, b = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])\n\
+        print('swapping', flush=True)\n\
+        while True:\n    libc.renameat2(-100, a, -100, b, 2)\n";
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .arg(ws.join("d"))
+        .arg(ws.join("l"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the swapper");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().expect("stdout")),
+        &mut line,
+    )
+    .expect("the swapper started");
+    child
+}
+
+fn nothing_outside(outside: &Path) {
+    let found: Vec<_> = std::fs::read_dir(outside)
+        .expect("read outside")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        found.is_empty(),
+        "something was written outside the workspace: {found:?}"
+    );
+}
+
+/// While a directory on the way is swapped for a link out of the workspace, `write_file` and
+/// `replace` never create or change anything outside it: each name is opened from the one
+/// before without following links.
+#[test]
+fn the_file_tools_never_write_outside_while_a_directory_is_swapped_for_a_link() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut racer = swapper(&sb.ws, &sb.outside);
+    let calls: Vec<(&str, serde_json::Value)> = (0..1500)
+        .map(|i| {
+            (
+                "write_file",
+                serde_json::json!({"file_path": format!("d/n{i}/f.txt"), "content": "x"}),
+            )
+        })
+        .collect();
+    let answers = call_tools(&sb, &calls);
+    let _ = racer.kill();
+    let _ = racer.wait();
+    let written = answers
+        .iter()
+        .filter(|a| a["result"]["isError"] == false)
+        .count();
+    eprintln!("{written} of {} writes went through", answers.len());
+    nothing_outside(&sb.outside);
+}
+
+/// While the directory named by `dir_path` is swapped for a link out of the workspace, the
+/// run never gets a directory outside it as its (writable) working directory.
+#[test]
+fn run_shell_command_never_runs_outside_while_dir_path_is_swapped_for_a_link() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut racer = swapper(&sb.ws, &sb.outside);
+    let calls: Vec<(&str, serde_json::Value)> = (0..150)
+        .map(|i| {
+            (
+                "run_shell_command",
+                serde_json::json!({"command": format!("touch planted-{i}"), "dir_path": "d"}),
+            )
+        })
+        .collect();
+    let answers = call_tools(&sb, &calls);
+    let _ = racer.kill();
+    let _ = racer.wait();
+    let ran = answers
+        .iter()
+        .filter(|a| a["result"]["isError"] == false)
+        .count();
+    eprintln!(
+        "{ran} of {} runs ran; last: {}",
+        answers.len(),
+        answers[answers.len() - 1]
+    );
+    nothing_outside(&sb.outside);
+}

@@ -20,6 +20,7 @@ fn spec() -> SandboxSpec {
         allow_local_binding: false,
         inbound: None,
         own_terminal: false,
+        cwd_identity: None,
     }
 }
 

@@ -635,7 +635,26 @@ fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), 
     mount_step("detach old root", sys::umount_detach(here), here)?;
     std::env::set_current_dir(&spec.cwd)
         .map_err(|e| Failure::io("chdir", e, &spec.cwd.display().to_string()))?;
-    Ok(())
+    same_directory(spec)
+}
+
+/// The working directory reached is the one the front end checked ([`SandboxSpec::cwd_identity`]).
+pub(super) fn same_directory(spec: &SandboxSpec) -> Result<(), Failure> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(want) = spec.cwd_identity else {
+        return Ok(());
+    };
+    let here = std::fs::metadata(".").map_err(|e| Failure::io("stat", e, "."))?;
+    if (here.dev(), here.ino()) == want {
+        return Ok(());
+    }
+    Err(Failure::io(
+        "working directory",
+        std::io::Error::other(
+            "it was swapped for another directory while the sandbox was set up (a command running meanwhile?); nothing ran",
+        ),
+        &spec.cwd.display().to_string(),
+    ))
 }
 
 /// Makes `target` (and everything mounted below it) a read-only mount of its own.

@@ -503,6 +503,23 @@ pub fn plan(args: &RunArgs) -> anyhow::Result<Plan> {
     })
 }
 
+/// The working directory as (device, inode): this process's own, which `exec` and `mcp` chose
+/// by descriptor, checked to be what the path `cwd` (worked out from it) names. Between the
+/// two a command running beside this one could have swapped a directory on the way for a
+/// link; the sandbox checks the same identity again once it has made `cwd` writable.
+fn cwd_identity(cwd: &Path) -> anyhow::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let here = std::fs::metadata(".").context("cannot read the current directory")?;
+    let named = std::fs::metadata(cwd).ok();
+    if named.is_none_or(|m| (m.dev(), m.ino()) != (here.dev(), here.ino())) {
+        bail!(
+            "the working directory {} was swapped for another while cordon started (a command running meanwhile?); nothing ran",
+            cwd.display()
+        );
+    }
+    Ok((here.dev(), here.ino()))
+}
+
 /// The plan a command run with these flags would get here, as the child `cordon run` of `exec`
 /// and `mcp` works it out from the same flags, and the patterns among its deny and allow
 /// paths, unexpanded: for tools that touch files outside the sandbox (`cordon mcp`'s), which
@@ -631,6 +648,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         cpu_millis: None,
         ..wanted
     };
+    let identity = cwd_identity(&cwd)?;
     let spec = SandboxSpec {
         argv,
         cwd,
@@ -650,6 +668,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         allow_local_binding: args.sandbox.allow_local_binding || !args.publish.is_empty(),
         inbound: None,
         own_terminal: args.own_terminal && std::io::IsTerminal::is_terminal(&std::io::stdin()),
+        cwd_identity: Some(identity),
     };
     if args.sandbox.net.any_allowed() && matches!(args.sandbox.network, Network::Host) {
         bail!("--allow-domain needs the sandbox's own network (--network none, the default)");
@@ -693,11 +712,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
                 .map(|d| d.join(".cordon")),
         )
         .collect();
-    let places: Vec<PathBuf> = std::iter::once(&spec.cwd)
-        .chain(&spec.writable)
-        .cloned()
-        .collect();
-    let (made, keep, unmade) = MadeForRun::make(&state_dirs, &places);
+    let (made, keep, unmade) = MadeForRun::make(&state_dirs, &spec.cwd, &spec.writable);
     spec.read_only.extend(keep);
     let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings, &git, git_limit);
     // Should this process be killed before it undoes what the run left, a process of its

@@ -6,9 +6,8 @@
 //! and a symlink is never created through. They keep to the sandbox's walls too: what a
 //! command could not read or write here, neither can they. What they return is bounded.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use cordon_policy::Environment;
@@ -289,13 +288,42 @@ impl Workspace {
         }
     }
 
+    /// Opens `real` (a path with its links resolved, inside the workspace) from the workspace
+    /// root that holds it, one name at a time without following a link: a command that swaps
+    /// a directory on the way for a link meanwhile makes the open fail, never leave.
+    fn open_beneath(
+        &self,
+        real: &Path,
+        shown: &str,
+        how: cordon_sandbox::beneath::FileOpen,
+    ) -> Result<File, String> {
+        let (root, rel) = self
+            .roots
+            .iter()
+            .find_map(|r| real.strip_prefix(r).ok().map(|rel| (r, rel)))
+            .ok_or_else(|| format!("`{shown}` leads outside the workspace; refused"))?;
+        let dir = File::open(root).map_err(|e| format!("cannot open `{}`: {e}", root.display()))?;
+        use std::os::fd::AsFd;
+        cordon_sandbox::beneath::open_file_beneath(dir.as_fd(), rel, how)
+            .map(File::from)
+            .map_err(|e| {
+                let what = if how.write { " for writing" } else { "" };
+                format!("cannot open `{shown}`{what}: {e}")
+            })
+    }
+
     /// Opens a regular file for reading (a FIFO would block forever; it is refused instead).
     fn open_read(&self, path: &Path, shown: &str) -> Result<File, String> {
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-            .map_err(|e| format!("cannot open `{shown}`: {e}"))?;
+        let real =
+            std::fs::canonicalize(path).map_err(|e| format!("cannot open `{shown}`: {e}"))?;
+        let file = self.open_beneath(
+            &real,
+            shown,
+            cordon_sandbox::beneath::FileOpen {
+                read: true,
+                ..Default::default()
+            },
+        )?;
         self.check_opened(&file, shown, false)?;
         let meta = file
             .metadata()
@@ -313,7 +341,7 @@ impl Workspace {
 
     /// Refuses a write before anything is created (a file or its directories): where `path`
     /// would land, from its nearest existing ancestor, must be inside and writable.
-    fn check_write(&self, path: &Path, shown: &str) -> Result<(), String> {
+    fn check_write(&self, path: &Path, shown: &str) -> Result<PathBuf, String> {
         let mut existing = path.to_path_buf();
         let mut rest = Vec::new();
         let real = loop {
@@ -336,29 +364,34 @@ impl Workspace {
         }
         match self.refusal(&real, shown, true) {
             Some(why) => Err(why),
-            None => Ok(()),
+            None => Ok(real),
         }
     }
 
-    /// Opens a file for writing, creating it if missing, without following a symlink as the
-    /// last part: a dangling link in the workspace must not create a file where it points.
-    fn open_write(&self, path: &Path, shown: &str, read: bool) -> Result<File, String> {
-        self.check_write(path, shown)?;
-        // A link to an existing file inside the workspace is written through, as an editor
-        // would; `canonicalize` only succeeds for a link whose target exists.
-        let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let file = OpenOptions::new()
-            .read(read)
-            .write(true)
-            .create(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&target)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ELOOP) => {
-                    format!("`{shown}` is a symlink to nothing; cordon does not write through it")
-                }
-                _ => format!("cannot open `{shown}` for writing: {e}"),
-            })?;
+    /// Opens a file for writing (`read`: an existing one, to edit), creating it and with
+    /// `make_dirs` its directories if missing. A link to an existing file inside the workspace
+    /// is written through, as an editor would (`canonicalize` resolved it); a dangling link
+    /// is not, so it cannot create a file where it points.
+    fn open_write(
+        &self,
+        path: &Path,
+        shown: &str,
+        read: bool,
+        make_dirs: bool,
+    ) -> Result<File, String> {
+        let real = self.check_write(path, shown)?;
+        let how = cordon_sandbox::beneath::FileOpen {
+            read,
+            write: true,
+            make_dirs,
+        };
+        let file = self.open_beneath(&real, shown, how).map_err(|e| {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink()) {
+                format!("`{shown}` is a symlink to nothing; cordon does not write through it")
+            } else {
+                e
+            }
+        })?;
         self.check_opened(&file, shown, true)?;
         let meta = file
             .metadata()
@@ -494,12 +527,7 @@ pub fn read_file(ws: &Workspace, a: &ReadFile) -> Result<String, String> {
 pub fn write_file(ws: &Workspace, a: &WriteFile) -> Result<String, String> {
     let path = ws.resolve(&a.file_path);
     let existed = path.exists();
-    ws.check_write(&path, &a.file_path)?;
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("cannot create the directories of `{}`: {e}", a.file_path))?;
-    }
-    let mut file = ws.open_write(&path, &a.file_path, false)?;
+    let mut file = ws.open_write(&path, &a.file_path, false, true)?;
     let io = |e: std::io::Error| format!("cannot write `{}`: {e}", a.file_path);
     file.set_len(0).map_err(io)?;
     file.write_all(a.content.as_bytes()).map_err(io)?;
@@ -535,7 +563,7 @@ pub fn replace(ws: &Workspace, a: &Replace) -> Result<String, String> {
             a.file_path
         ));
     }
-    let mut file = ws.open_write(&path, &a.file_path, true)?;
+    let mut file = ws.open_write(&path, &a.file_path, true, false)?;
     let io = |e: std::io::Error| format!("cannot edit `{}`: {e}", a.file_path);
     let size = file.metadata().map_err(io)?.len();
     if size > MAX_EDIT_BYTES {
