@@ -470,7 +470,7 @@ impl Proxy {
             return;
         }
         let rest = buf.split_off(req.head_len);
-        let mut upstream = match self.connect(&target).await {
+        let upstream = match self.connect(&target).await {
             Ok(s) => s,
             Err(Refusal::Blocked(why)) => {
                 self.record(&target, &why, "http");
@@ -493,17 +493,98 @@ impl Proxy {
                     return;
                 }
                 self.tunnel(client, upstream, rest, &target, "http").await;
-                return;
             }
-            RequestKind::Forward { head } => {
-                if upstream.write_all(&head).await.is_err()
-                    || upstream.write_all(&rest).await.is_err()
-                {
-                    return;
-                }
+            RequestKind::Forward { head, body } => {
+                self.forward_one(client, upstream, &head, rest, body).await;
             }
         }
-        self.relay(&mut client, &mut upstream).await;
+    }
+
+    /// One plain-HTTP request: its head (which asks the server to close after answering),
+    /// `body` bytes of body (from `read`, then the client), then the answer back. Nothing
+    /// more the client sends goes on: a second request on the connection could name another
+    /// host, so it must come on a new connection, where it is checked.
+    async fn forward_one<S>(
+        &self,
+        mut client: S,
+        mut upstream: TcpStream,
+        head: &[u8],
+        mut read: Vec<u8>,
+        body: u64,
+    ) where
+        S: AsyncRead + AsyncWrite + Unpin + 'static,
+    {
+        read.truncate(usize::try_from(body).unwrap_or(usize::MAX).min(read.len()));
+        if upstream.write_all(head).await.is_err() || upstream.write_all(&read).await.is_err() {
+            return;
+        }
+        let left = body - read.len() as u64;
+        if left > 0 {
+            let mut rest = (&mut client).take(left);
+            // A server that answers before the whole body came (too large, say) still gets
+            // its answer through.
+            let _ = tokio::io::copy(&mut rest, &mut upstream).await;
+        }
+        // The answer goes back; whatever else the client sends is read and dropped, and its
+        // end passed on, so a server waiting for the client to go is not left waiting. Once
+        // the answer has ended, nothing more is read.
+        #[cfg(target_os = "linux")]
+        if let Some(tcp) = (&mut client as &mut dyn std::any::Any).downcast_mut::<TcpStream>() {
+            let back = crate::splice::one_way(&upstream, tcp);
+            let drop_rest = crate::splice::discard(tcp, &upstream);
+            tokio::pin!(back, drop_rest);
+            tokio::select! {
+                _ = &mut back => {}
+                _ = &mut drop_rest => { let _ = back.await; }
+            }
+            return;
+        }
+        let (mut client_in, mut client_out) = tokio::io::split(client);
+        let (mut up_in, mut up_out) = upstream.split();
+        let back = async {
+            let _ = tokio::io::copy(&mut up_in, &mut client_out).await;
+            let _ = client_out.shutdown().await;
+        };
+        let drop_rest = async {
+            let _ = tokio::io::copy(&mut client_in, &mut tokio::io::sink()).await;
+            let _ = up_out.shutdown().await;
+        };
+        tokio::pin!(back, drop_rest);
+        tokio::select! {
+            _ = &mut back => {}
+            _ = &mut drop_rest => back.await,
+        }
+    }
+
+    /// Plain HTTP inside a granted tunnel: its one request must name the tunnel's host, and
+    /// is then passed on as [`Self::forward_one`] does.
+    async fn tunnel_http<S>(
+        &self,
+        mut client: S,
+        upstream: TcpStream,
+        mut read: Vec<u8>,
+        target: &Target,
+        via: &'static str,
+    ) where
+        S: AsyncRead + AsyncWrite + Unpin + 'static,
+    {
+        let parse = |b: &[u8]| wire::parse_tunnel_request(b, target);
+        match self
+            .read_until(&mut client, &mut read, MAX_HEAD, parse)
+            .await
+        {
+            Parsed::Done(req) => {
+                let rest = read.split_off(req.head_len);
+                self.forward_one(client, upstream, &req.head, rest, req.body)
+                    .await;
+            }
+            Parsed::Bad(why) => {
+                self.record(target, &why, via);
+                let text = blocked_text(target, &why);
+                let _ = respond(&mut client, 403, "Forbidden", Some(&why), &text).await;
+            }
+            Parsed::More => {}
+        }
     }
 
     /// Passes bytes both ways until both sides are done: inside the kernel when both are TCP
@@ -598,13 +679,30 @@ impl Proxy {
     ) where
         S: AsyncRead + AsyncWrite + Unpin + 'static,
     {
-        let first = match self.check_server_name(&mut client, read, target).await {
+        let mut first = match self.check_server_name(&mut client, read, target).await {
             Ok(b) => b,
             Err(why) => {
                 self.record(target, &why, via);
                 return;
             }
         };
+        // Plain HTTP would choose the site by each request's Host, which the tunnel's grant
+        // does not cover: checked request by request.
+        match self
+            .read_until(&mut client, &mut first, MAX_HEAD, wire::looks_like_http)
+            .await
+        {
+            Parsed::Done(true) => {
+                self.tunnel_http(client, upstream, first, target, via).await;
+                return;
+            }
+            Parsed::Done(false) => {}
+            Parsed::Bad(why) => {
+                self.record(target, &why, via);
+                return;
+            }
+            Parsed::More => return,
+        }
         if upstream.write_all(&first).await.is_err() {
             return;
         }

@@ -18,7 +18,7 @@ pub async fn relay(a: &TcpStream, b: &TcpStream) -> io::Result<()> {
 }
 
 /// Bytes from `from` to `to` until `from` ends; then `to` is told no more is coming.
-async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<()> {
+pub(crate) async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<()> {
     let (pipe_out, pipe_in): (OwnedFd, OwnedFd) =
         pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
     let _ = rustix::pipe::fcntl_setpipe_size(&pipe_in, STEP);
@@ -46,6 +46,23 @@ async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<()> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(e),
             }
+        }
+    }
+}
+
+/// Reads `from` to its end, keeping nothing; then `to` is told no more is coming.
+pub(crate) async fn discard(from: &TcpStream, to: &TcpStream) -> io::Result<()> {
+    let mut buf = vec![0u8; STEP];
+    loop {
+        from.readable().await?;
+        match from.try_read(&mut buf) {
+            Ok(0) => {
+                let _ = rustix::net::shutdown(to, rustix::net::Shutdown::Write);
+                return Ok(());
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
         }
     }
 }

@@ -43,7 +43,178 @@ pub enum RequestKind {
     /// headers meant for the proxy, and asking the server to close after answering.
     Forward {
         head: Vec<u8>,
+        body: u64,
     },
+}
+
+/// A plain-HTTP request inside a tunnel, checked against the tunnel's target.
+#[derive(Debug, PartialEq, Eq)]
+pub struct TunnelRequest {
+    /// The head to send on, asking the server to close after answering.
+    pub head: Vec<u8>,
+    /// The length of the head as received.
+    pub head_len: usize,
+    /// The length of the request's body.
+    pub body: u64,
+}
+
+/// Whether the bytes a tunnel's client sent first are (the start of) an HTTP/1 request: a
+/// server on the other end would take each request's Host to choose a site, so such a tunnel
+/// is checked request by request. Blank lines before the request line are skipped, as servers
+/// do.
+pub fn looks_like_http(buf: &[u8]) -> Parsed<bool> {
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    let rest = &buf[start..];
+    // A request line starts with a method, a word of letters, and holds only printable
+    // text; TLS, binary protocols and most others do not, and are passed on at once. A line
+    // of text that has not ended yet might still become a request, so it is waited for.
+    match rest.first() {
+        None => return Parsed::More,
+        Some(b) if !b.is_ascii_alphabetic() => return Parsed::Done(false),
+        Some(_) => {}
+    }
+    let line = rest.split(|&b| b == b'\n').next().unwrap_or(rest);
+    if line
+        .iter()
+        .any(|&b| !(b.is_ascii_graphic() || b == b' ' || b == b'\t' || b == b'\r'))
+    {
+        return Parsed::Done(false);
+    }
+    match rest.iter().position(|&b| b == b'\n') {
+        Some(end) => Parsed::Done(
+            rest[..end]
+                .windows(6)
+                .any(|w| w.eq_ignore_ascii_case(b" HTTP/")),
+        ),
+        None if rest.len() < MAX_HEAD => Parsed::More,
+        None => Parsed::Done(false),
+    }
+}
+
+/// Reads a plain-HTTP request sent inside a tunnel to `target`: its Host (or its absolute URL)
+/// must name the tunnel's host, or the server would be asked for a site the rules never saw.
+pub fn parse_tunnel_request(buf: &[u8], target: &Target) -> Parsed<TunnelRequest> {
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_len = match req.parse(&buf[start..]) {
+        Ok(httparse::Status::Complete(n)) => start + n,
+        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
+            return Parsed::Bad(format!("request head over {MAX_HEAD} bytes"));
+        }
+        Ok(httparse::Status::Partial) => return Parsed::More,
+        Err(e) => return Parsed::Bad(format!("malformed request: {e}")),
+    };
+    let (Some(method), Some(path)) = (req.method, req.path) else {
+        return Parsed::Bad("malformed request line".into());
+    };
+    let (named, origin) = match strip_prefix_ignore_case(path, "http://") {
+        Some(rest) => match rest.find(['/', '?']) {
+            Some(i) => (Some(&rest[..i]), &rest[i..]),
+            None => (Some(rest), "/"),
+        },
+        None if path.starts_with('/') || path == "*" => (None, path),
+        None => return Parsed::Bad(format!("{method} {path}: not a request for this host")),
+    };
+    let host_headers: Vec<&httparse::Header> = req
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("host"))
+        .collect();
+    if host_headers.len() > 1 {
+        return Parsed::Bad("more than one Host header".into());
+    }
+    let host = host_headers
+        .first()
+        .map(|h| String::from_utf8_lossy(h.value).trim().to_string());
+    // Without a Host (HTTP/1.0) a server would pick its default site: it is told the
+    // tunnel's.
+    let add_host = host
+        .is_none()
+        .then(|| format!("{}:{}", target.host, target.port));
+    for name in named.into_iter().chain(host.as_deref()) {
+        match authority(name, Some(target.port)) {
+            Ok(t) if t == *target => {}
+            _ => {
+                return Parsed::Bad(format!(
+                    "a request for `{name}` inside the tunnel to {}:{}",
+                    target.host, target.port
+                ));
+            }
+        }
+    }
+    let body = match body_length(req.headers) {
+        Ok(b) => b,
+        Err(e) => return Parsed::Bad(e),
+    };
+    Parsed::Done(TunnelRequest {
+        head: rewrite_head(method, origin, add_host.as_deref(), req.headers),
+        head_len,
+        body,
+    })
+}
+
+/// How long a request's body is. A chunked body is refused: its end can only be found by
+/// reading its framing, and what follows it would be another request, unchecked.
+fn body_length(headers: &[httparse::Header]) -> Result<u64, String> {
+    if headers
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("transfer-encoding"))
+    {
+        return Err(
+            "a request body with Transfer-Encoding is not passed on; send Content-Length".into(),
+        );
+    }
+    let lengths: Vec<&httparse::Header> = headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("content-length"))
+        .collect();
+    match lengths.as_slice() {
+        [] => Ok(0),
+        [one] => std::str::from_utf8(one.value)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| "a Content-Length that is not a number".into()),
+        _ => Err("more than one Content-Length".into()),
+    }
+}
+
+/// The head to send on: the request line in origin form, the Host line when the client gave
+/// none, its headers but those meant for the proxy, and `Connection: close`, so that the server
+/// answers one request and ends the connection: any other request comes on a new connection,
+/// and is checked there.
+fn rewrite_head(
+    method: &str,
+    origin: &str,
+    add_host: Option<&str>,
+    headers: &[httparse::Header],
+) -> Vec<u8> {
+    let origin = if origin.starts_with('?') {
+        format!("/{origin}")
+    } else {
+        origin.to_string()
+    };
+    let mut head = format!("{method} {origin} HTTP/1.1\r\n").into_bytes();
+    if let Some(host) = add_host {
+        head.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
+    }
+    for h in headers {
+        if HOP_BY_HOP.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
+            continue;
+        }
+        head.extend_from_slice(h.name.as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(h.value);
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"Connection: close\r\n\r\n");
+    head
 }
 
 /// Splits `host:port` (`[v6]:port`), with `default` when there is no port.
@@ -144,27 +315,18 @@ pub fn parse_request(buf: &[u8]) -> Parsed<ProxyRequest> {
             }
         }
     }
-    let origin = if origin.starts_with('?') {
-        format!("/{origin}")
-    } else {
-        origin.to_string()
+    let body = match body_length(req.headers) {
+        Ok(b) => b,
+        Err(e) => return Parsed::Bad(e),
     };
-    let mut head = format!("{method} {origin} HTTP/1.1\r\n").into_bytes();
-    if host_headers.is_empty() {
-        head.extend_from_slice(format!("Host: {auth}\r\n").as_bytes());
-    }
-    for h in req.headers.iter() {
-        if HOP_BY_HOP.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
-            continue;
-        }
-        head.extend_from_slice(h.name.as_bytes());
-        head.extend_from_slice(b": ");
-        head.extend_from_slice(h.value);
-        head.extend_from_slice(b"\r\n");
-    }
-    head.extend_from_slice(b"Connection: close\r\n\r\n");
+    let head = rewrite_head(
+        method,
+        origin,
+        host_headers.is_empty().then_some(auth),
+        req.headers,
+    );
     Parsed::Done(ProxyRequest {
-        kind: RequestKind::Forward { head },
+        kind: RequestKind::Forward { head, body },
         target,
         head_len,
     })
@@ -397,6 +559,61 @@ pub fn sample_client_hello(name: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_http_in_a_tunnel_is_told_from_other_protocols() {
+        assert_eq!(looks_like_http(b"GET / HTTP/1.1\r\n"), Parsed::Done(true));
+        assert_eq!(
+            looks_like_http(b"\r\n\r\nget / http/1.0\n"),
+            Parsed::Done(true)
+        );
+        assert_eq!(looks_like_http(b"GET / HT"), Parsed::More);
+        assert_eq!(
+            looks_like_http(b"SSH-2.0-OpenSSH_9.2\r\n"),
+            Parsed::Done(false)
+        );
+        assert_eq!(
+            looks_like_http(b"\x16\x03\x01\x02\x00"),
+            Parsed::Done(false)
+        );
+        assert_eq!(looks_like_http(b""), Parsed::More);
+        assert_eq!(looks_like_http(b"A\x00\x00\x00binary"), Parsed::Done(false));
+    }
+
+    #[test]
+    fn a_request_in_a_tunnel_must_name_the_tunnels_host() {
+        let target = authority("a.test:8080", None).expect("target");
+        let ok = parse_tunnel_request(
+            b"POST /x HTTP/1.1\r\nHost: a.test:8080\r\nContent-Length: 3\r\nConnection: keep-alive\r\n\r\nabcGET",
+            &target,
+        );
+        let Parsed::Done(r) = ok else {
+            panic!("{ok:?}")
+        };
+        assert_eq!(r.body, 3);
+        let bare = parse_tunnel_request(b"GET / HTTP/1.0\r\n\r\n", &target);
+        let Parsed::Done(bare) = bare else {
+            panic!("{bare:?}")
+        };
+        let bare = String::from_utf8(bare.head).expect("utf-8");
+        assert!(bare.contains("Host: a.test:8080\r\n"), "{bare}");
+        let head = String::from_utf8(r.head).expect("utf-8");
+        assert!(
+            head.ends_with("Connection: close\r\n\r\n") && !head.contains("keep-alive"),
+            "{head}"
+        );
+        for bad in [
+            &b"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost: a.test:8081\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a.test:8080\r\nHost: evil.test\r\n\r\n",
+            b"GET http://evil.test/ HTTP/1.1\r\nHost: a.test:8080\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a.test:8080\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a.test:8080\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        ] {
+            let r = parse_tunnel_request(bad, &target);
+            assert!(matches!(r, Parsed::Bad(_)), "{:?}: {r:?}", String::from_utf8_lossy(bad));
+        }
+    }
     use proptest::prelude::*;
 
     fn client_hello(name: &str) -> Vec<u8> {
@@ -430,7 +647,7 @@ mod tests {
             b"GET http://Example.com/a?b HTTP/1.1\r\nHost: example.com\r\nProxy-Authorization: x\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n",
         );
         let Parsed::Done(ProxyRequest {
-            kind: RequestKind::Forward { head },
+            kind: RequestKind::Forward { head, body: 0 },
             target,
             ..
         }) = r

@@ -72,7 +72,7 @@ async fn exchange(proxy: SocketAddr, request: &[u8]) -> String {
 }
 
 fn connect_request(host: &str, port: u16) -> Vec<u8> {
-    format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\nping").into_bytes()
+    format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\nping\n").into_bytes()
 }
 
 #[tokio::test]
@@ -87,9 +87,9 @@ async fn an_allowed_name_gets_a_tunnel_and_others_a_403_saying_why() {
     let port = s.origin.port();
     let out = exchange(s.proxy, &connect_request("allowed.test", port)).await;
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
-    assert!(out.ends_with("origin got: ping"), "{out}");
+    assert!(out.ends_with("origin got: ping\n"), "{out}");
     let out = exchange(s.proxy, &connect_request("sub.wild.test", port)).await;
-    assert!(out.ends_with("origin got: ping"), "{out}");
+    assert!(out.ends_with("origin got: ping\n"), "{out}");
 
     for (host, why) in [
         ("denied.test", "denied by `denied.test`"),
@@ -180,12 +180,12 @@ async fn socks5_by_name_and_its_refusals() {
         let mut req = vec![5, 1, 0, 5, cmd, 0, 3, name.len() as u8];
         req.extend_from_slice(name.as_bytes());
         req.extend_from_slice(&port.to_be_bytes());
-        req.extend_from_slice(b"ping");
+        req.extend_from_slice(b"ping\n");
         req
     };
     let out = exchange(s.proxy, &socks("allowed.test", 1)).await;
     assert!(out.as_bytes().starts_with(&[5, 0, 5, 0]), "{out:?}");
-    assert!(out.ends_with("origin got: ping"), "{out:?}");
+    assert!(out.ends_with("origin got: ping\n"), "{out:?}");
     let out = exchange(s.proxy, &socks("other.test", 1)).await;
     assert_eq!(
         &out.as_bytes()[..4],
@@ -261,7 +261,7 @@ async fn connections_go_through_an_upstream_proxy_and_its_refusals_count() {
         let front = proxy_with(&["allowed.test", "other.test"], Some(up), None).await;
         let out = exchange(front, &connect_request("allowed.test", port)).await;
         assert!(
-            out.starts_with("HTTP/1.1 200") && out.ends_with("origin got: ping"),
+            out.starts_with("HTTP/1.1 200") && out.ends_with("origin got: ping\n"),
             "{kind}: {out}"
         );
         let out = exchange(front, &connect_request("other.test", port)).await;
@@ -326,7 +326,7 @@ async fn unlisted_hosts_are_asked_about_once_each_and_one_at_a_time() {
             assert!(out.starts_with("HTTP/1.1 403"), "{host}: {out}");
             assert!(out.contains("refused when asked"), "{host}: {out}");
         } else {
-            assert!(out.ends_with("origin got: ping"), "{host}: {out}");
+            assert!(out.ends_with("origin got: ping\n"), "{host}: {out}");
         }
     }
     let mut asked = table.asked.lock().expect("lock").clone();

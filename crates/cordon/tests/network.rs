@@ -1072,3 +1072,107 @@ fn a_domain_answer_with_an_id_out_of_range_is_named_and_asking_goes_on() {
     let _ = proxy.wait();
     assert!(out.ends_with("answered after bad ids"), "{out}");
 }
+
+/// An HTTP server on 127.0.0.1 that answers every request on a connection, pipelined ones too
+/// (keeping the connection open), and records the Host header of each.
+fn recording_origin() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let hosts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen_hosts = hosts.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let hosts = seen_hosts.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut seen: Vec<u8> = Vec::new();
+                loop {
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&seen[..end]).to_string();
+                        seen.drain(..end + 4);
+                        let host = head
+                            .lines()
+                            .find_map(|l| {
+                                l.split_once(':')
+                                    .filter(|(k, _)| k.eq_ignore_ascii_case("host"))
+                                    .map(|(_, v)| v.trim().to_string())
+                            })
+                            .unwrap_or_default();
+                        hosts.lock().expect("lock").push(host);
+                        let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                        if head.to_ascii_lowercase().contains("connection: close") {
+                            return;
+                        }
+                    }
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (port, hosts)
+}
+
+/// A host the rules allow may serve others too (shared hosting, a CDN): a plain-HTTP request
+/// naming another Host must never reach it, whether pipelined after an allowed request on a
+/// proxied connection, or sent inside a CONNECT tunnel granted for the allowed host (alone,
+/// after an allowed request, or after blank lines).
+#[test]
+fn plain_http_on_an_allowed_connection_cannot_name_another_host() {
+    let Some(sb) = sandbox() else { return };
+    let (port, hosts) = recording_origin();
+    let script = format!(
+        r#"
+import socket
+P = {port}
+def talk(first, then=None):
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.settimeout(5)
+    s.sendall(first)
+    if then is not None:
+        reply = b""
+        while b"\r\n\r\n" not in reply:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+        s.sendall(then)
+    try:
+        while s.recv(4096):
+            pass
+    except OSError:
+        pass
+    s.close()
+ok = b"GET / HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n" % P
+evil = b"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+connect = b"CONNECT allowed.test:%d HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n" % (P, P)
+talk(b"GET http://allowed.test:%d/ HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n" % (P, P) + evil)
+talk(connect, evil)
+talk(connect, ok + evil)
+talk(connect, b"\r\n\r\n" + evil)
+talk(connect, b"GET http://evil.test/ HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n" % P)
+print("tried")
+"#
+    );
+    let o = run(
+        &sb,
+        &["--allow-domain=allowed.test", "--allow-private-ips"],
+        &format!("python3 -c '{}'", script.replace('\'', "'\\''")),
+        None,
+    );
+    assert!(stdout(&o).contains("tried"), "{}{}", stdout(&o), stderr(&o));
+    let hosts = hosts.lock().expect("lock").clone();
+    assert!(
+        hosts.iter().all(|h| h == &format!("allowed.test:{port}")),
+        "the server was asked for other hosts: {hosts:?}\n{}",
+        stderr(&o)
+    );
+    assert!(
+        hosts.len() >= 2,
+        "allowed requests should still get through: {hosts:?}\n{}",
+        stderr(&o)
+    );
+}
