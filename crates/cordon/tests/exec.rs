@@ -1189,3 +1189,43 @@ fn a_run_cannot_plant_the_settings_the_next_run_is_decided_by() {
         "planted files are left"
     );
 }
+
+/// Commands the read-only heuristic once let through in plan mode, each of which deleted or
+/// overwrote a workspace file: through a real `exec` in plan mode the file is still there.
+/// (Every spelling is a case in tests/conformance/read-only-audit.toml.)
+#[test]
+fn plan_mode_runs_nothing_that_writes_through_a_read_only_command() {
+    let Some(sb) = Sandbox::new() else { return };
+    let important = sb.ws.join("important.txt");
+    let attacks = [
+        "printf 'rm -f important.txt #\\n' | sort -S 16K --compress-program=sh",
+        "printf 'rm -f important.txt #\\n' | sort -S 16K --compress-prog=sh",
+        "echo gone | sort --outp=important.txt",
+        "bash -c \"test -v 'a[\\$(rm important.txt)]'\"",
+        "x='a[$(rm important.txt)]'; echo ${!x}",
+        "file -C -m important.txt",
+    ];
+    let mut c = Client::start(&sb, &["--mode", "plan"]);
+    for (n, attack) in attacks.iter().enumerate() {
+        std::fs::write(&important, "keep me\n").expect("write");
+        let id = format!("a{n}");
+        c.send(&json!({ "type": "run", "id": id, "command": attack, "mode": "plan" }));
+        let d = c.event("decision", &id);
+        assert_ne!(d["decision"], "allow", "{attack}: {d}");
+        if d["decision"] == "ask_user" {
+            c.event("ask", &id);
+            c.send(&json!({ "type": "answer", "id": id, "allow": false }));
+        }
+        c.event("exited", &id);
+        assert_eq!(
+            std::fs::read_to_string(&important).ok().as_deref(),
+            Some("keep me\n"),
+            "{attack} changed important.txt"
+        );
+        assert!(
+            !sb.ws.join("important.txt.mgc").exists(),
+            "{attack} wrote important.txt.mgc"
+        );
+    }
+    c.finish();
+}

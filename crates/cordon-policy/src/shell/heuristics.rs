@@ -78,8 +78,18 @@ fn loads_code(var: &str) -> bool {
         "ZDOTDIR",
         "HOME",
         "XDG_CONFIG_HOME",
+        // A config file of options, `--pre=PROGRAM` among them.
+        "RIPGREP_CONFIG_PATH",
+        // glibc's character-set converters and OpenSSL's engines are shared objects.
+        "GCONV_PATH",
+        "OPENSSL_CONF",
+        "OPENSSL_ENGINES",
+        "OPENSSL_MODULES",
     ];
-    EXACT.contains(&var) || ["GIT_", "LD_", "DYLD_"].iter().any(|p| var.starts_with(p))
+    EXACT.contains(&var)
+        || ["GIT_", "LD_", "DYLD_", "BASH_FUNC_"]
+            .iter()
+            .any(|p| var.starts_with(p))
 }
 
 fn short_flags(words: &[String]) -> impl Iterator<Item = &str> {
@@ -92,13 +102,24 @@ fn short_flags(words: &[String]) -> impl Iterator<Item = &str> {
 }
 
 fn has_flag(words: &[String], short: char, long: &[&str]) -> bool {
-    short_flags(words).any(|f| f.contains(short))
-        || words.iter().skip(1).any(|a| {
-            long.iter().any(|l| {
-                a.strip_prefix(l)
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
-            })
-        })
+    short_flags(words).any(|f| f.contains(short)) || has_long(words, long)
+}
+
+/// Whether any word is one of the `long` options (`--name`, `--name=value`) in any spelling
+/// the program accepts: GNU's getopt and git's option parser take every unambiguous
+/// abbreviation (`sort --outp=F` is `--output=F`). Any prefix counts here, ambiguous or not:
+/// a read-only verdict must not hinge on what else the program's options are called.
+fn has_long(words: &[String], long: &[&str]) -> bool {
+    words.iter().skip(1).any(|a| {
+        let Some(given) = a.strip_prefix("--") else {
+            return false;
+        };
+        let name = given.split_once('=').map_or(given, |(n, _)| n);
+        !name.is_empty()
+            && long
+                .iter()
+                .any(|l| l.strip_prefix("--").is_some_and(|l| l.starts_with(name)))
+    })
 }
 
 fn has_any(words: &[String], options: &[&str]) -> bool {
@@ -296,16 +317,21 @@ pub fn is_read_only(cmd: &SimpleCommand) -> bool {
     };
     match name {
         "ls" | "cat" | "head" | "tail" | "wc" | "pwd" | "echo" | "printf" | "which" | "whoami"
-        | "id" | "uname" | "stat" | "file" | "du" | "df" | "diff" | "cmp" | "basename"
-        | "dirname" | "realpath" | "readlink" | "true" | "false" | "test" | "[" | "cut" | "tr"
-        | "nl" | "comm" | "printenv" | "grep" | "egrep" | "fgrep" | "column" | "od" | "md5sum"
+        | "id" | "uname" | "stat" | "du" | "df" | "diff" | "cmp" | "basename" | "dirname"
+        | "realpath" | "readlink" | "true" | "false" | "test" | "[" | "cut" | "tr" | "nl"
+        | "comm" | "printenv" | "grep" | "egrep" | "fgrep" | "column" | "od" | "md5sum"
         | "sha1sum" | "sha256sum" | "sha512sum" | "jq" | "type" | "whereis" => true,
         "env" => words.len() == 1,
-        "sort" => !has_flag(words, 'o', &["--output"]),
+        // --compress-program runs a program on temporary files.
+        "sort" => !has_flag(words, 'o', &["--output", "--compress-program"]),
         "uniq" => words.iter().skip(1).filter(|a| !a.starts_with('-')).count() <= 1,
         "date" => !has_flag(words, 's', &["--set"]),
         "hostname" => words.len() == 1,
-        "tree" => !has_flag(words, 'o', &[]),
+        // -C compiles a magic file, writing NAME.mgc.
+        "file" => !has_flag(words, 'C', &["--compile"]),
+        // -R runs tree again in each directory with `-o 00Tree.html`.
+        "tree" => !has_flag(words, 'o', &[]) && !has_flag(words, 'R', &[]),
+        // clap takes no abbreviations, but --pre-glob and the like come with --pre.
         "rg" => !words.iter().any(|a| a.starts_with("--pre")),
         "find" => !has_any(
             words,
@@ -324,9 +350,17 @@ fn git_read_only(words: &[String]) -> bool {
         return false;
     };
     let args = &words[i..];
-    if args
-        .iter()
-        .any(|a| a.starts_with("--output") || a.starts_with("--ext-diff"))
+    // Writing a file, running an external diff, text-conversion or filter program, or opening
+    // files in a pager (git grep -O), in every spelling git's option parser takes.
+    let runs_or_writes = [
+        "--output",
+        "--ext-diff",
+        "--textconv",
+        "--filters",
+        "--open-files-in-pager",
+    ];
+    if has_long(args, &runs_or_writes)
+        || (args[0] == "grep" && short_flags(args).any(|f| f.contains('O')))
     {
         return false;
     }
@@ -425,6 +459,10 @@ mod tests {
             "find . -name '*.rs'",
             "git branch",
             "wc -l x",
+            "sort -S 16K x",
+            "sort --check x",
+            "file x",
+            "git grep -n x",
         ] {
             assert!(super::is_read_only(&first(s)), "{s}");
         }
@@ -440,6 +478,27 @@ mod tests {
             "uniq a b",
             "PATH=/x ls",
             "git -c core.pager=sh log",
+            "sort -S 16K --compress-program=sh",
+            "sort --compress-p=sh x",
+            "sort --outp=x y",
+            "sort --o=x y",
+            "git grep --open-files-in-pager=sh x",
+            "git grep --open=sh x",
+            "git grep -O x",
+            "git grep -Osh x",
+            "git grep -nOsh x",
+            "git log --outp=x",
+            "git diff --ext-d",
+            "git diff --textconv",
+            "git cat-file --filters HEAD:x",
+            "RIPGREP_CONFIG_PATH=/dev/stdin rg x",
+            "GIT_CONFIG_COUNT=1 git log",
+            "LESSOPEN='|sh %s' cat x",
+            "BASH_FUNC_ls%%='() { rm x; }' ls",
+            "GCONV_PATH=. cat x",
+            "file -C -m x",
+            "file --comp -m x",
+            "tree -R",
         ] {
             assert!(!super::is_read_only(&first(s)), "{s}");
         }

@@ -178,6 +178,10 @@ fn collect(
                     info.problem = Some(format!(
                         "`{source}` expands a value as a prompt, which can run commands"
                     ));
+                } else if indirect_dereference(source) {
+                    info.problem = Some(format!(
+                        "`{source}` takes a variable's value as a name, whose array index can run commands"
+                    ));
                 } else if source.contains("$(") || source.contains('`') {
                     info.problem = Some(format!(
                         "`{source}` hides a command substitution inside a parameter expansion"
@@ -205,6 +209,19 @@ fn collect(
 /// Bash evaluates variable references inside arithmetic recursively, and a value such as
 /// `a[$(cmd)]` runs `cmd` there. We cannot see those values, so only arithmetic on literal
 /// numbers is considered analysable.
+/// `${!name}`, `${!name:-…}` and the like: bash reads `name`'s value as another parameter,
+/// array index and all. The lists `${!prefix*}`, `${!prefix@}` and `${!array[@]}` only name
+/// variables or indexes, and are let through.
+fn indirect_dereference(source: &str) -> bool {
+    let Some(inner) = source.strip_prefix("${!").and_then(|s| s.strip_suffix('}')) else {
+        return false;
+    };
+    let name_end = inner
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(inner.len());
+    !matches!(&inner[name_end..], "*" | "@" | "[@]" | "[*]")
+}
+
 pub(crate) fn arithmetic_problem(expr: &str) -> Option<String> {
     let suspicious = expr
         .chars()
@@ -388,6 +405,10 @@ mod tests {
     #[test]
     fn prompt_expansion_and_hidden_substitution_are_problems() {
         assert!(word("${x@P}").problem.is_some());
+        assert!(word("${!x}").problem.is_some());
+        assert!(word("${!x:-y}").problem.is_some());
+        assert!(word("${!pre*}").problem.is_none());
+        assert!(word("${!arr[@]}").problem.is_none());
         assert!(word("${x:-$(id)}").problem.is_some());
         assert!(word("$((a[0]))").problem.is_some());
         assert!(word("$((1+2))").problem.is_none());

@@ -348,8 +348,10 @@ fn classify(name: &str, words: &[String], assignments: &mut Vec<String>) -> Wrap
             Some(why) => Wraps::Refuse(why),
             None => Wraps::Nothing,
         },
+        // Each takes variable names, whose array index bash evaluates as arithmetic, command
+        // substitutions included (`test -v 'a[$(…)]'`).
         "export" | "declare" | "typeset" | "local" | "readonly" | "read" | "printf" | "unset"
-        | "mapfile" | "readarray" => {
+        | "mapfile" | "readarray" | "test" | "[" => {
             for a in &words[1..] {
                 if let Some((var, _)) = a.split_once('=') {
                     assignments.push(var.to_string());
