@@ -122,17 +122,10 @@ pub fn parse_tunnel_request(buf: &[u8], target: &Target) -> Parsed<TunnelRequest
         None if path.starts_with('/') || path == "*" => (None, path),
         None => return Parsed::Bad(format!("{method} {path}: not a request for this host")),
     };
-    let host_headers: Vec<&httparse::Header> = req
-        .headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("host"))
-        .collect();
-    if host_headers.len() > 1 {
-        return Parsed::Bad("more than one Host header".into());
-    }
-    let host = host_headers
-        .first()
-        .map(|h| String::from_utf8_lossy(h.value).trim().to_string());
+    let host = match host_header(req.headers) {
+        Ok(h) => h,
+        Err(e) => return Parsed::Bad(e),
+    };
     // Without a Host (HTTP/1.0) a server would pick its default site: it is told the
     // tunnel's.
     let add_host = host
@@ -158,6 +151,19 @@ pub fn parse_tunnel_request(buf: &[u8], target: &Target) -> Parsed<TunnelRequest
         head_len,
         body,
     })
+}
+
+/// The request's Host header, trimmed; more than one is refused (a server and cordon could
+/// each read a different one).
+fn host_header(headers: &[httparse::Header]) -> Result<Option<String>, String> {
+    let mut hosts = headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("host"));
+    let first = hosts.next();
+    if hosts.next().is_some() {
+        return Err("more than one Host header".into());
+    }
+    Ok(first.map(|h| String::from_utf8_lossy(h.value).trim().to_string()))
 }
 
 /// How long a request's body is. A chunked body is refused: its end can only be found by
@@ -295,22 +301,16 @@ pub fn parse_request(buf: &[u8]) -> Parsed<ProxyRequest> {
     };
     // The Host header must name the same host as the URL, or a server could be asked for a
     // host the rules never saw.
-    let host_headers: Vec<&httparse::Header> = req
-        .headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("host"))
-        .collect();
-    if host_headers.len() > 1 {
-        return Parsed::Bad("more than one Host header".into());
-    }
-    if let Some(h) = host_headers.first() {
-        let value = String::from_utf8_lossy(h.value);
-        match authority(value.trim(), Some(80)) {
+    let host = match host_header(req.headers) {
+        Ok(h) => h,
+        Err(e) => return Parsed::Bad(e),
+    };
+    if let Some(value) = &host {
+        match authority(value, Some(80)) {
             Ok(t) if t == target => {}
             _ => {
                 return Parsed::Bad(format!(
-                    "the Host header `{}` does not match the request's `{auth}`",
-                    value.trim()
+                    "the Host header `{value}` does not match the request's `{auth}`"
                 ));
             }
         }
@@ -319,12 +319,7 @@ pub fn parse_request(buf: &[u8]) -> Parsed<ProxyRequest> {
         Ok(b) => b,
         Err(e) => return Parsed::Bad(e),
     };
-    let head = rewrite_head(
-        method,
-        origin,
-        host_headers.is_empty().then_some(auth),
-        req.headers,
-    );
+    let head = rewrite_head(method, origin, host.is_none().then_some(auth), req.headers);
     Parsed::Done(ProxyRequest {
         kind: RequestKind::Forward { head, body },
         target,

@@ -1204,6 +1204,8 @@ fn plan_mode_runs_nothing_that_writes_through_a_read_only_command() {
         "bash -c \"test -v 'a[\\$(rm important.txt)]'\"",
         "x='a[$(rm important.txt)]'; echo ${!x}",
         "file -C -m important.txt",
+        "git grep --no-index -O'rm important.txt #' keep",
+        "git grep --no-index --open='rm important.txt #' keep",
     ];
     let mut c = Client::start(&sb, &["--mode", "plan"]);
     for (n, attack) in attacks.iter().enumerate() {
