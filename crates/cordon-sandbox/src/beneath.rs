@@ -457,6 +457,20 @@ pub fn open_dir_beneath(root: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd>
     Ok(cur)
 }
 
+/// The names in the directory `rel` under `root`, reached as [`open_dir_beneath`] does: a
+/// directory swapped for a link to elsewhere meanwhile is refused, never listed.
+pub fn list_beneath(root: BorrowedFd<'_>, rel: &Path) -> io::Result<Vec<Entry>> {
+    let dir = open_dir_beneath(root, rel)?;
+    let readable = rustix::fs::openat(
+        dir.as_fd(),
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(err)?;
+    list_fd(readable.as_fd())
+}
+
 /// How [`open_file_beneath`] opens a file.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FileOpen {

@@ -1012,3 +1012,36 @@ fn run_shell_command_never_runs_outside_while_dir_path_is_swapped_for_a_link() {
     );
     nothing_outside(&sb.outside);
 }
+
+/// While the listed directory is swapped for a link out of the workspace, `list_directory`
+/// and `read_file` never show what is outside.
+#[test]
+fn the_file_tools_never_read_outside_while_a_directory_is_swapped_for_a_link() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::write(sb.outside.join("outside-secret"), "the secret\n").expect("write");
+    let mut racer = swapper(&sb.ws, &sb.outside);
+    let calls: Vec<(&str, serde_json::Value)> = (0..1500)
+        .map(|i| {
+            if i % 2 == 0 {
+                ("list_directory", serde_json::json!({"dir_path": "d"}))
+            } else {
+                (
+                    "read_file",
+                    serde_json::json!({"file_path": "d/outside-secret"}),
+                )
+            }
+        })
+        .collect();
+    let answers = call_tools(&sb, &calls);
+    let _ = racer.kill();
+    let _ = racer.wait();
+    let leaked: Vec<_> = answers
+        .iter()
+        .filter(|a| a["result"]["isError"] == false)
+        .filter(|a| {
+            let text = a.to_string();
+            text.contains("outside-secret") || text.contains("the secret")
+        })
+        .collect();
+    assert!(leaked.is_empty(), "read outside: {:?}", leaked.first());
+}

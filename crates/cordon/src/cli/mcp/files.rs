@@ -297,19 +297,32 @@ impl Workspace {
         shown: &str,
         how: cordon_sandbox::beneath::FileOpen,
     ) -> Result<File, String> {
+        let what = if how.write { " for writing" } else { "" };
+        let (root, rel) = self
+            .root_of(real)
+            .map_err(|e| format!("cannot open `{shown}`{what}: {e}"))?;
+        use std::os::fd::AsFd;
+        cordon_sandbox::beneath::open_file_beneath(root.as_fd(), rel, how)
+            .map(File::from)
+            .map_err(|e| format!("cannot open `{shown}`{what}: {e}"))
+    }
+
+    /// The entries of `real` (a directory with its links resolved, inside the workspace),
+    /// reached from the workspace root that holds it without following a link.
+    fn list_beneath(&self, real: &Path) -> std::io::Result<Vec<cordon_sandbox::beneath::Entry>> {
+        let (root, rel) = self.root_of(real)?;
+        use std::os::fd::AsFd;
+        cordon_sandbox::beneath::list_beneath(root.as_fd(), rel)
+    }
+
+    /// The workspace root that holds `real`, opened, and `real` relative to it.
+    fn root_of<'a>(&self, real: &'a Path) -> std::io::Result<(File, &'a Path)> {
         let (root, rel) = self
             .roots
             .iter()
             .find_map(|r| real.strip_prefix(r).ok().map(|rel| (r, rel)))
-            .ok_or_else(|| format!("`{shown}` leads outside the workspace; refused"))?;
-        let dir = File::open(root).map_err(|e| format!("cannot open `{}`: {e}", root.display()))?;
-        use std::os::fd::AsFd;
-        cordon_sandbox::beneath::open_file_beneath(dir.as_fd(), rel, how)
-            .map(File::from)
-            .map_err(|e| {
-                let what = if how.write { " for writing" } else { "" };
-                format!("cannot open `{shown}`{what}: {e}")
-            })
+            .ok_or_else(|| std::io::Error::other("it lies outside the workspace"))?;
+        Ok((File::open(root)?, rel))
     }
 
     /// Opens a regular file for reading (a FIFO would block forever; it is refused instead).
@@ -607,17 +620,18 @@ pub fn list_directory(ws: &Workspace, a: &ListDirectory) -> Result<String, Strin
     }
     let ignore = ignore.build().map_err(|e| e.to_string())?;
     let mut entries = Vec::new();
-    let read = std::fs::read_dir(&dir).map_err(|e| format!("cannot list `{}`: {e}", a.dir_path))?;
+    let read = ws
+        .list_beneath(&dir)
+        .map_err(|e| format!("cannot list `{}`: {e}", a.dir_path))?;
     let mut total = 0usize;
-    for entry in read.take(MAX_VISITED) {
-        let entry = entry.map_err(|e| format!("cannot list `{}`: {e}", a.dir_path))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
+    for entry in read.into_iter().take(MAX_VISITED) {
+        let name = entry.name.to_string_lossy().into_owned();
         if ignore.is_match(&name) {
             continue;
         }
         total += 1;
         // The entry itself, not what a symlink points to.
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        let is_dir = entry.kind == cordon_sandbox::beneath::Kind::Dir;
         entries.push((!is_dir, name));
     }
     entries.sort();
