@@ -1150,7 +1150,20 @@ fn a_cwd_outside_the_workspace_is_refused() {
 /// `.cordon/policies`. Neither can be written, and the next run stays in the sandbox.
 #[test]
 fn a_run_cannot_plant_the_settings_the_next_run_is_decided_by() {
-    let Some(sb) = Sandbox::new() else { return };
+    planted_settings_do_not_decide(Mode::Namespaces);
+}
+
+/// Without namespaces the run can write them (they are put back after it), so `exec` must
+/// not read them while runs are going.
+#[test]
+fn a_run_cannot_plant_the_settings_the_next_run_is_decided_by_without_namespaces() {
+    planted_settings_do_not_decide(Mode::LandlockOnly);
+}
+
+fn planted_settings_do_not_decide(mode: Mode) {
+    let Some(sb) = Sandbox::with_mode(mode) else {
+        return;
+    };
     let config = sb.ws.join(".config");
     let managed = sb.outside.join("managed.toml");
     let env = [

@@ -1,6 +1,7 @@
 //! `cordon check`: one decision, or a stream of them.
 
 use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
@@ -188,6 +189,8 @@ pub struct LiveDecider<'a> {
     /// For the deciders of runs (see [`Decider::for_runs`]).
     sandbox: Option<&'a super::run::SandboxFlags>,
     stamp: u64,
+    /// The fingerprint of the files among those that lie where runs may write.
+    written_stamp: u64,
     decider: anyhow::Result<Decider>,
 }
 
@@ -201,9 +204,11 @@ impl<'a> LiveDecider<'a> {
             policy,
             sandbox,
             stamp: 0,
+            written_stamp: 0,
             decider: Err(anyhow::anyhow!("not loaded yet")),
         };
         live.stamp = live.fingerprint();
+        live.written_stamp = live.writable_fingerprint();
         live.decider = Ok(live.load()?);
         Ok(live)
     }
@@ -220,11 +225,52 @@ impl<'a> LiveDecider<'a> {
         self.policy.fingerprint() ^ crate::settings::fingerprint(given)
     }
 
+    /// The policy and settings files that lie where the runs may write (the working
+    /// directory and `--allow-write` places), fingerprinted.
+    fn writable_fingerprint(&self) -> u64 {
+        let Some(sandbox) = self.sandbox else {
+            return 0;
+        };
+        let Ok(cwd) = std::env::current_dir() else {
+            return 0;
+        };
+        let places: Vec<PathBuf> = std::iter::once(cwd.clone())
+            .chain(sandbox.allow_write().iter().map(|p| cwd.join(p)))
+            .collect();
+        let files: Vec<PathBuf> = self
+            .policy
+            .source_paths()
+            .unwrap_or_default()
+            .into_iter()
+            .chain(sandbox.settings_file().map(Path::to_path_buf))
+            .filter(|f| places.iter().any(|p| f.starts_with(p)))
+            .collect();
+        crate::settings::fingerprint(files.iter().map(PathBuf::as_path))
+    }
+
     /// The decider for the next request, reloaded if a file changed since the last one.
     pub fn current(&mut self) -> Result<&Decider, String> {
+        self.current_unless_running(false)
+    }
+
+    /// As [`Self::current`]; but while runs are going (`running`), a change to a file where
+    /// they may write waits until they have ended. A sandbox keeps cordon's own files
+    /// read-only, but where it cannot (the Landlock-only fallback puts them back only after
+    /// the run), a run could otherwise plant the rules the next run is decided by.
+    pub fn current_unless_running(&mut self, running: bool) -> Result<&Decider, String> {
         let now = self.fingerprint();
         if now != self.stamp {
+            let written = self.writable_fingerprint();
+            if running && written != self.written_stamp {
+                tracing::info!(
+                    "policy or settings changed where runs may write: applied once they end"
+                );
+                return self.decider.as_ref().map_err(|e| {
+                    format!("the policy or settings changed and no longer load; fix them: {e:#}")
+                });
+            }
             self.stamp = now;
+            self.written_stamp = written;
             self.decider = self.load();
             match &self.decider {
                 Ok(_) => tracing::info!("policy or settings changed: reloaded"),

@@ -448,7 +448,10 @@ fn handle(
             unsandboxed,
         } => {
             // Only deciding waits for files that load: a cancel must work while they do not.
-            let decider = decider.current().map_err(|e| (Some(id.clone()), e))?;
+            let running = !shared.slots().is_empty();
+            let decider = decider
+                .current_unless_running(running)
+                .map_err(|e| (Some(id.clone()), e))?;
             let mode = match mode {
                 None => defaults.mode,
                 Some(m) => ApprovalMode::parse(&m).ok_or_else(|| {

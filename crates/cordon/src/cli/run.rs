@@ -167,6 +167,11 @@ impl SandboxFlags {
         self.settings.as_deref()
     }
 
+    /// The `--allow-write` places given as flags.
+    pub fn allow_write(&self) -> &[PathBuf] {
+        &self.allow_write
+    }
+
     /// Whether the command sees the host's network.
     pub fn host_network(&self) -> bool {
         matches!(self.network, Network::Host)
