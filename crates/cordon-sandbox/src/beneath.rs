@@ -106,6 +106,16 @@ fn open_dir_in(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
     }
 }
 
+/// How a directory on the way is opened: only to be walked from (Linux's `O_PATH` needs no
+/// read permission), never through a link.
+#[cfg(target_os = "linux")]
+const WALK_FLAGS: OFlags = OFlags::PATH
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+#[cfg(not(target_os = "linux"))]
+const WALK_FLAGS: OFlags = DIR_FLAGS;
+
 /// `chmod` of the directory `name` in `dir`, refusing a symlink there.
 #[cfg(target_os = "linux")]
 fn chmod_dir_nofollow(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<()> {
@@ -522,13 +532,8 @@ pub fn open_file_beneath(root: BorrowedFd<'_>, rel: &Path, how: FileOpen) -> io:
                 Err(e) => return Err(err(e)),
             }
         }
-        cur = rustix::fs::openat(
-            cur.as_fd(),
-            *n,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(through_link)?;
+        cur =
+            rustix::fs::openat(cur.as_fd(), *n, WALK_FLAGS, Mode::empty()).map_err(through_link)?;
     }
     rustix::fs::openat(
         cur.as_fd(),
