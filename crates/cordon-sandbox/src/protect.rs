@@ -100,9 +100,12 @@ impl MadeForRun {
         }
         (out, keep, failed)
     }
+}
 
-    /// Removes what [`MadeForRun::make`] made, where still empty, deepest first.
-    pub fn remove(self) {
+/// Dropped (after the run, or when `cordon run` gives up before it), what
+/// [`MadeForRun::make`] made is removed where still empty, deepest first.
+impl Drop for MadeForRun {
+    fn drop(&mut self) {
         for (root, made) in &self.made {
             for rel in made.iter().rev() {
                 let _ = root.remove_empty_dir(rel);

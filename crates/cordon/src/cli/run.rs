@@ -756,7 +756,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let result = run_sandboxed(&spec);
     let refused = proxy.map(RunProxy::finish).unwrap_or_default();
     let undone = guard.undo();
-    made.remove();
+    drop(made);
     if let Some(watch) = watch {
         watch.disarm();
     }
