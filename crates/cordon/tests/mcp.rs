@@ -807,6 +807,15 @@ fn replace_refuses_expected_replacements_out_of_range() {
 /// Calls each tool in `calls` (name, arguments) in yolo mode from the workspace of `sb`, and
 /// gives back each call's answer, in order.
 fn call_tools(sb: &Sandbox, calls: &[(&str, serde_json::Value)]) -> Vec<serde_json::Value> {
+    call_tools_env(sb, calls, &[])
+}
+
+/// As [`call_tools`], with `env` set for the server (and so for its runs).
+fn call_tools_env(
+    sb: &Sandbox,
+    calls: &[(&str, serde_json::Value)],
+    env: &[(&str, &str)],
+) -> Vec<serde_json::Value> {
     let requests: Vec<String> = calls
         .iter()
         .enumerate()
@@ -821,7 +830,8 @@ fn call_tools(sb: &Sandbox, calls: &[(&str, serde_json::Value)]) -> Vec<serde_js
     let mut cmd = Command::new(cordon_bin());
     cmd.args(["mcp", "--mode", "yolo"])
         .current_dir(&sb.ws)
-        .env("XDG_CONFIG_HOME", sb.outside.join("config"));
+        .env("XDG_CONFIG_HOME", sb.outside.join("config"))
+        .envs(env.iter().copied());
     let out = serve_lines(cmd, &lines);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let answers: Vec<serde_json::Value> = text
@@ -988,6 +998,17 @@ fn the_file_tools_never_write_outside_while_a_directory_is_swapped_for_a_link() 
 /// run never gets a directory outside it as its (writable) working directory.
 #[test]
 fn run_shell_command_never_runs_outside_while_dir_path_is_swapped_for_a_link() {
+    dir_path_swapped(&[]);
+}
+
+/// The same without user namespaces, where Landlock's rule makes the working directory
+/// writable.
+#[test]
+fn run_shell_command_never_runs_outside_while_dir_path_is_swapped_without_namespaces() {
+    dir_path_swapped(&[("CORDON_SANDBOX_LANDLOCK_ONLY", "1")]);
+}
+
+fn dir_path_swapped(env: &[(&str, &str)]) {
     let Some(sb) = Sandbox::new() else { return };
     let mut racer = swapper(&sb.ws, &sb.outside);
     let calls: Vec<(&str, serde_json::Value)> = (0..150)
@@ -998,7 +1019,7 @@ fn run_shell_command_never_runs_outside_while_dir_path_is_swapped_for_a_link() {
             )
         })
         .collect();
-    let answers = call_tools(&sb, &calls);
+    let answers = call_tools_env(&sb, &calls, env);
     let _ = racer.kill();
     let _ = racer.wait();
     let ran = answers

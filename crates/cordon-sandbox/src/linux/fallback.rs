@@ -11,7 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::helper::{Channel, Failure, Never, become_command, code_of, report, tell};
+use super::helper::{
+    Channel, Failure, Never, become_command, code_of, report, same_directory, tell,
+};
 use super::landlock_rules::{Reads, Walls, readable_except};
 use super::seccomp::Extra;
 use super::sys;
@@ -163,6 +165,15 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
         );
     }
 
+    // This process is in the working directory the front end checked; the rule that makes it
+    // writable is given that very directory ("."), not a path a concurrent command could
+    // have redirected meanwhile.
+    same_directory(&spec)?;
+    let cwd = if spec.cwd_identity.is_some() {
+        Path::new(".")
+    } else {
+        spec.cwd.as_path()
+    };
     let command = match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
         Some(pid) => pid,
         None => {
@@ -173,9 +184,8 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
             };
             let walls = Walls {
                 reads,
-                writable: roots
-                    .iter()
-                    .map(PathBuf::as_path)
+                writable: std::iter::once(cwd)
+                    .chain(spec.writable.iter().map(PathBuf::as_path))
                     .chain([tmp.as_path()])
                     .collect(),
                 deny_tcp: spec.network != NetworkMode::Host,
