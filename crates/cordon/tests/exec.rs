@@ -1210,7 +1210,7 @@ fn planted_settings_do_not_decide(mode: Mode) {
 fn plan_mode_runs_nothing_that_writes_through_a_read_only_command() {
     let Some(sb) = Sandbox::new() else { return };
     let important = sb.ws.join("important.txt");
-    let attacks = [
+    let mut attacks = vec![
         "printf 'rm -f important.txt #\\n' | sort -S 16K --compress-program=sh",
         "printf 'rm -f important.txt #\\n' | sort -S 16K --compress-prog=sh",
         "echo gone | sort --outp=important.txt",
@@ -1220,6 +1220,19 @@ fn plan_mode_runs_nothing_that_writes_through_a_read_only_command() {
         "git grep --no-index -O'rm important.txt #' keep",
         "git grep --no-index --open='rm important.txt #' keep",
     ];
+    // ripgrep reads `--pre=rm` from the config file the variable names, and runs it on every
+    // file it searches.
+    if Command::new("rg").arg("--version").output().is_ok() {
+        attacks
+            .push("printf -- '--pre=rm\\n' | RIPGREP_CONFIG_PATH=/dev/stdin rg keep important.txt");
+    } else {
+        let why = "the ripgrep attempt is skipped: rg is not installed (apt-get install ripgrep)";
+        assert!(
+            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+            "{why} (CORDON_TEST_NO_SKIP is set)"
+        );
+        eprintln!("{why}");
+    }
     let mut c = Client::start(&sb, &["--mode", "plan"]);
     for (n, attack) in attacks.iter().enumerate() {
         std::fs::write(&important, "keep me\n").expect("write");
