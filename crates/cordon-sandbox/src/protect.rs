@@ -44,6 +44,15 @@ pub fn existing_protected(root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Whether `path` names this process's working directory (the same device and inode).
+fn is_current_dir(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata("."), std::fs::metadata(path)) {
+        (Ok(here), Ok(there)) => (here.dev(), here.ino()) == (there.dev(), there.ino()),
+        _ => false,
+    }
+}
+
 /// cordon's own settings and state directories (its user settings, a project's `.cordon`)
 /// that lie in a writable place but do not exist yet. A sandbox keeps only existing paths
 /// read-only, and cordon reads these live (exec per request, the proxy every few seconds), so
@@ -202,7 +211,14 @@ impl RunGuard {
         let mut roots = Vec::new();
         let mut unopened = Vec::new();
         for path in std::iter::once(cwd).chain(writable.iter().map(PathBuf::as_path)) {
-            match Root::open(path) {
+            // The process's own working directory is opened as itself, not by a path a link
+            // may have taken over since it was entered.
+            let opened = if is_current_dir(path) {
+                Root::open_current(path)
+            } else {
+                Root::open(path)
+            };
+            match opened {
                 Ok(r) => roots.push(r),
                 // A writable place that does not exist holds nothing to guard.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
