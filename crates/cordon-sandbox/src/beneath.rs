@@ -481,6 +481,17 @@ pub fn list_beneath(root: BorrowedFd<'_>, rel: &Path) -> io::Result<Vec<Entry>> 
     list_fd(readable.as_fd())
 }
 
+/// The inode of `rel` under `root`, not followed, its directory reached as
+/// [`open_dir_beneath`] does: to tell whether a name a path-based walk met is really there.
+pub fn ino_beneath(root: BorrowedFd<'_>, rel: &Path) -> io::Result<u64> {
+    let name = rel
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no name"))?;
+    let dir = open_dir_beneath(root, rel.parent().unwrap_or(Path::new("")))?;
+    let st = rustix::fs::statat(dir.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW).map_err(err)?;
+    Ok(st.st_ino as u64)
+}
+
 /// How [`open_file_beneath`] opens a file.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FileOpen {

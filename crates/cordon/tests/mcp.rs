@@ -1066,3 +1066,36 @@ fn the_file_tools_never_read_outside_while_a_directory_is_swapped_for_a_link() {
         .collect();
     assert!(leaked.is_empty(), "read outside: {:?}", leaked.first());
 }
+
+/// While a directory is swapped for a link out of the workspace, `glob` and
+/// `search_file_content` never name what is outside.
+#[test]
+fn the_walking_tools_never_name_what_is_outside_while_a_directory_is_swapped() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::write(sb.outside.join("outside-secret"), "the secret\n").expect("write");
+    let mut racer = swapper(&sb.ws, &sb.outside);
+    let calls: Vec<(&str, serde_json::Value)> = (0..1000)
+        .map(|i| {
+            if i % 2 == 0 {
+                ("glob", serde_json::json!({"pattern": "**/*secret*"}))
+            } else {
+                (
+                    "search_file_content",
+                    serde_json::json!({"pattern": "secret"}),
+                )
+            }
+        })
+        .collect();
+    let answers = call_tools(&sb, &calls);
+    let _ = racer.kill();
+    let _ = racer.wait();
+    let leaked: Vec<_> = answers
+        .iter()
+        .filter(|a| a["result"]["isError"] == false)
+        .filter(|a| {
+            let text = a.to_string();
+            text.contains("outside-secret") || text.contains("the secret")
+        })
+        .collect();
+    assert!(leaked.is_empty(), "named outside: {:?}", leaked.first());
+}

@@ -678,6 +678,19 @@ fn walk(
     mut f: impl FnMut(&ignore::DirEntry, &Path) -> bool,
 ) -> bool {
     let walls = ws.walls.clone();
+    // The walker opens directories by path, so a directory swapped for a link meanwhile could
+    // show it names from outside: each entry is checked to be what the workspace holds at its
+    // name, reached without following links.
+    let Ok((anchor, base)) = ws.root_of(root) else {
+        return false;
+    };
+    let really_here = |rel: &Path, ino: Option<u64>| {
+        use std::os::fd::AsFd;
+        ino.is_some_and(|ino| {
+            cordon_sandbox::beneath::ino_beneath(anchor.as_fd(), &base.join(rel))
+                .is_ok_and(|found| found == ino)
+        })
+    };
     let walker = ignore::WalkBuilder::new(root)
         .hidden(false)
         .follow_links(false)
@@ -698,7 +711,7 @@ fn walk(
         let Ok(rel) = entry.path().strip_prefix(root) else {
             continue;
         };
-        if rel.as_os_str().is_empty() {
+        if rel.as_os_str().is_empty() || !really_here(rel, entry.ino()) {
             continue;
         }
         if !f(&entry, rel) {
