@@ -1176,3 +1176,45 @@ print("tried")
         stderr(&o)
     );
 }
+
+/// The proxy rereads the remembered hosts every few seconds, so a run that could write that
+/// file (its directory missing, in a writable place) would widen its own way out: with the
+/// file planted and the reload waited for, a host no rule allows is still refused.
+#[test]
+fn a_run_cannot_plant_remembered_hosts_for_its_own_proxy() {
+    let Some(sb) = sandbox() else { return };
+    let (port, _) = origin("reached through a planted rule");
+    let config = sb.ws.join(".config");
+    let file = config.join("cordon/remembered-domains.toml");
+    let script = format!(
+        "mkdir -p {dir} 2>/dev/null; printf 'allow = [\"other.test:{port}\"]\\n' > {file} 2>/dev/null \
+         && echo planted; sleep 3; curl -sS http://other.test:{port}/",
+        dir = common::q(file.parent().expect("parent")),
+        file = common::q(&file),
+    );
+    let o = sb
+        .command()
+        .env("XDG_CONFIG_HOME", &config)
+        .args([
+            "--resolve=allowed.test=127.0.0.1",
+            "--resolve=other.test=127.0.0.1",
+            "--allow-domain=allowed.test",
+            "--allow-private-ips",
+            "-c",
+            &script,
+        ])
+        .output()
+        .expect("run");
+    let out = stdout(&o);
+    assert!(
+        !out.contains("reached through a planted rule"),
+        "the planted rule let the run out: {out}{}",
+        stderr(&o)
+    );
+    assert!(
+        out.contains("cordon blocked other.test"),
+        "{out}{}",
+        stderr(&o)
+    );
+    assert!(!file.exists(), "the planted file is left behind");
+}
