@@ -300,19 +300,17 @@ impl Root {
     /// and never through a link (a link on the way is an error); returns those it made, from
     /// the top down.
     pub fn make_dirs(&self, rel: &Path) -> io::Result<Vec<PathBuf>> {
-        let mut made = Vec::new();
-        let mut cur = rustix::io::fcntl_dupfd_cloexec(&self.fd, 0).map_err(err)?;
+        let all = names(rel)?;
+        let (_, made) = walk_dirs(self.fd.as_fd(), &all, true, rel)?;
         let mut at = PathBuf::new();
-        for n in names(rel)? {
-            at.push(n);
-            match rustix::fs::mkdirat(cur.as_fd(), n, Mode::from_raw_mode(0o777)) {
-                Ok(()) => made.push(at.clone()),
-                Err(rustix::io::Errno::EXIST) => {}
-                Err(e) => return Err(err(e)),
-            }
-            cur = rustix::fs::openat(cur.as_fd(), n, DIR_FLAGS, Mode::empty()).map_err(err)?;
-        }
-        Ok(made)
+        Ok(all
+            .iter()
+            .zip(made)
+            .filter_map(|(n, made)| {
+                at.push(n);
+                made.then(|| at.clone())
+            })
+            .collect())
     }
 
     /// Removes the directory `rel` if it is empty (and is a directory, reached without
@@ -492,6 +490,44 @@ pub fn ino_beneath(root: BorrowedFd<'_>, rel: &Path) -> io::Result<u64> {
     Ok(st.st_ino as u64)
 }
 
+/// Walks `dirs` from `start` one name at a time without following a link (`shown` names the
+/// whole path in errors), making each missing one when `make`: the last directory, and for
+/// each name whether it was made.
+fn walk_dirs(
+    start: BorrowedFd<'_>,
+    dirs: &[&OsStr],
+    make: bool,
+    shown: &Path,
+) -> io::Result<(OwnedFd, Vec<bool>)> {
+    let through_link = |e: rustix::io::Errno| {
+        if matches!(e, rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} goes through a symbolic link or a file, which is not followed",
+                    shown.display()
+                ),
+            )
+        } else {
+            err(e)
+        }
+    };
+    let mut made = Vec::with_capacity(dirs.len());
+    let mut cur = rustix::io::fcntl_dupfd_cloexec(start, 0).map_err(err)?;
+    for n in dirs {
+        let new = make
+            && match rustix::fs::mkdirat(cur.as_fd(), *n, Mode::from_raw_mode(0o777)) {
+                Ok(()) => true,
+                Err(rustix::io::Errno::EXIST) => false,
+                Err(e) => return Err(err(e)),
+            };
+        made.push(new);
+        cur =
+            rustix::fs::openat(cur.as_fd(), *n, WALK_FLAGS, Mode::empty()).map_err(through_link)?;
+    }
+    Ok((cur, made))
+}
+
 /// How [`open_file_beneath`] opens a file.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FileOpen {
@@ -522,30 +558,7 @@ pub fn open_file_beneath(root: BorrowedFd<'_>, rel: &Path, how: FileOpen) -> io:
             "a directory, not a file",
         ));
     };
-    let through_link = |e: rustix::io::Errno| {
-        if matches!(e, rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) {
-            io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "{} goes through a symbolic link or a file, which is not followed",
-                    rel.display()
-                ),
-            )
-        } else {
-            err(e)
-        }
-    };
-    let mut cur = rustix::io::fcntl_dupfd_cloexec(root, 0).map_err(err)?;
-    for n in dirs {
-        if make_dirs {
-            match rustix::fs::mkdirat(cur.as_fd(), *n, Mode::from_raw_mode(0o777)) {
-                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                Err(e) => return Err(err(e)),
-            }
-        }
-        cur =
-            rustix::fs::openat(cur.as_fd(), *n, WALK_FLAGS, Mode::empty()).map_err(through_link)?;
-    }
+    let (cur, _) = walk_dirs(root, dirs, make_dirs, rel)?;
     rustix::fs::openat(
         cur.as_fd(),
         *last,
