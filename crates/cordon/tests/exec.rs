@@ -1219,6 +1219,17 @@ fn plan_mode_runs_nothing_that_writes_through_a_read_only_command() {
         "file -C -m important.txt",
         "git grep --no-index -O'rm important.txt #' keep",
         "git grep --no-index --open='rm important.txt #' keep",
+        // `-I` ends the cluster and takes `cat`: xargs runs sort.
+        "echo x | xargs -0I cat sort --outp=important.txt",
+        "echo gone | uniq - important.txt",
+        // Words only known at run time, where an option can stand.
+        "o=--outp=important.txt; echo gone | sort $o",
+        "for o in --outp=important.txt; do echo gone | sort \"$o\"; done",
+        "printf '%s\\n' --outp=important.txt | xargs sort",
+        // Arithmetic evaluates the variables it names: no `$` in the index.
+        "x='a[$(rm important.txt)]'; test -v 'a[x]'",
+        "x='a[$(rm important.txt)]'; echo ${a[x]}",
+        "x='a[$(rm important.txt)]'; s=abc; echo ${s:x}",
     ];
     // ripgrep reads `--pre=rm` from the config file the variable names, and runs it on every
     // file it searches.

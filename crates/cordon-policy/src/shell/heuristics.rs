@@ -4,8 +4,9 @@
 //! `heuristic = "read-only"` in a rule), so users can see them, raise or lower them, and
 //! replace them with rules of their own.
 
-use super::SimpleCommand;
+use super::getopt::{self, Arg, Options};
 use super::wrappers::program_name;
+use super::{Known, SimpleCommand};
 
 /// A named built-in classifier a rule can refer to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -164,7 +165,7 @@ pub fn danger(cmd: &SimpleCommand) -> Option<String> {
         {
             "deletes, writes or runs commands on every file it finds"
         }
-        "git" => return git_danger(words),
+        "git" => return git_danger(cmd),
         "chmod" | "chown" | "chgrp" if has_flag(words, 'R', &["--recursive"]) => {
             "changes ownership or permissions recursively"
         }
@@ -203,34 +204,79 @@ pub fn danger(cmd: &SimpleCommand) -> Option<String> {
     Some(why.to_string())
 }
 
-/// Global options git takes before its subcommand.
-fn git_subcommand(words: &[String]) -> (Option<usize>, Option<String>) {
+/// Where git's subcommand is, read past git's own options as git reads them (git.c: exact
+/// names, no abbreviations; a value in the next word, or after `=` for the long ones). An
+/// option it does not know, or one only known at run time, leaves the subcommand unknown:
+/// `git --attr-source status rm x` runs `rm`, the word after the value.
+fn git_subcommand(cmd: &SimpleCommand) -> Result<Option<usize>, String> {
+    let words = &cmd.words;
     let mut i = 1;
     while i < words.len() {
         let a = words[i].as_str();
-        if a == "-c" || a.starts_with("--config-env") || a.starts_with("--exec-path") {
-            return (
-                None,
-                Some(format!("`git {a}` can make git run any program")),
-            );
+        if cmd.known(i) != Known::Literal {
+            return Err(format!(
+                "`git {a}`: the subcommand is only known at run time"
+            ));
         }
-        if matches!(a, "-C" | "--git-dir" | "--work-tree" | "--namespace") {
-            i += 2;
-        } else if a.starts_with('-') {
+        if !a.starts_with('-') {
+            return Ok(Some(i));
+        }
+        let (name, attached) = a.split_once('=').map_or((a, false), |(n, _)| (n, true));
+        let takes_next = match (name, attached) {
+            ("-c" | "--config-env", _) | ("--exec-path", true) => {
+                return Err(format!("`git {a}` can make git run any program"));
+            }
+            (
+                "--exec-path"
+                | "-p"
+                | "--paginate"
+                | "-P"
+                | "--no-pager"
+                | "--no-replace-objects"
+                | "--no-lazy-fetch"
+                | "--no-optional-locks"
+                | "--no-advice"
+                | "--bare"
+                | "--literal-pathspecs"
+                | "--glob-pathspecs"
+                | "--noglob-pathspecs"
+                | "--icase-pathspecs"
+                | "--html-path"
+                | "--man-path"
+                | "--info-path"
+                | "-v"
+                | "--version"
+                | "-h"
+                | "--help",
+                false,
+            ) => false,
+            (
+                "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix" | "--attr-source",
+                _,
+            ) => !attached,
+            ("-C", false) => true,
+            ("--list-cmds", true) => false,
+            _ => return Err(format!("`git {a}` is an option cordon does not know")),
+        };
+        if takes_next {
             i += 1;
-        } else {
-            return (Some(i), None);
+            if cmd.known(i) == Known::Words {
+                return Err(format!(
+                    "the value of `git {a}` may be several words at run time"
+                ));
+            }
         }
+        i += 1;
     }
-    (None, None)
+    Ok(None)
 }
 
-fn git_danger(words: &[String]) -> Option<String> {
-    let (sub, why) = git_subcommand(words);
-    if why.is_some() {
-        return why;
-    }
-    let i = sub?;
+fn git_danger(cmd: &SimpleCommand) -> Option<String> {
+    let words = &cmd.words;
+    let i = match git_subcommand(cmd) {
+        Ok(sub) => sub?,
+        Err(why) => return Some(why),
+    };
     let args = &words[i..];
     let why = match args[0].as_str() {
         "push"
@@ -303,10 +349,154 @@ fn git_danger(words: &[String]) -> Option<String> {
     Some(why.to_string())
 }
 
+/// Variables a read-only command may be given: they change how output looks, never what
+/// runs or where anything is written. Any other variable may make some tool read a config
+/// file or load code (`RIPGREP_CONFIG_PATH`, `LESSOPEN`, `GIT_CONFIG_*`, `MAKEFLAGS`) or write
+/// elsewhere (`TMPDIR` for sort's temporary files), so none is trusted to be harmless.
+fn only_changes_output(var: &str) -> bool {
+    matches!(
+        var,
+        "LANG"
+            | "LANGUAGE"
+            | "TZ"
+            | "TERM"
+            | "COLUMNS"
+            | "LINES"
+            | "NO_COLOR"
+            | "CLICOLOR"
+            | "CLICOLOR_FORCE"
+            | "FORCE_COLOR"
+            | "GREP_COLOR"
+            | "GREP_COLORS"
+            | "LS_COLORS"
+            | "TIME_STYLE"
+            | "QUOTING_STYLE"
+            | "TABSIZE"
+            | "BLOCK_SIZE"
+            | "BLOCKSIZE"
+            | "DF_BLOCK_SIZE"
+            | "DU_BLOCK_SIZE"
+            | "LS_BLOCK_SIZE"
+            | "POSIXLY_CORRECT"
+    ) || var.starts_with("LC_")
+}
+
+/// Read-only commands none of whose options writes a file, runs a program or reaches the
+/// network: any argument will do, whether it is known before the run or not.
+const ANY_ARGUMENTS: &[&str] = &[
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "pwd",
+    "echo",
+    "which",
+    "whoami",
+    "id",
+    "uname",
+    "stat",
+    "du",
+    "df",
+    "diff",
+    "cmp",
+    "basename",
+    "dirname",
+    "realpath",
+    "readlink",
+    "true",
+    "false",
+    "cut",
+    "tr",
+    "nl",
+    "comm",
+    "printenv",
+    "grep",
+    "egrep",
+    "fgrep",
+    "column",
+    "od",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "jq",
+    "type",
+    "whereis",
+];
+
+/// Whether every word where an option could stand is known: all of them up to a literal
+/// `--`, and no arguments appended at run time. A word only known at run time could be
+/// `--output=F` (or, unquoted, several options).
+fn options_known(cmd: &SimpleCommand) -> bool {
+    let end = (1..cmd.words.len())
+        .find(|&i| cmd.words[i] == "--" && cmd.known(i) == Known::Literal)
+        .unwrap_or(cmd.words.len());
+    !cmd.more_at_run_time && (1..end).all(|i| cmd.known(i) == Known::Literal)
+}
+
+/// `printf` reads options only before its format (bash's builtin); `-v` assigns. Any word
+/// after a literal format is only data.
+fn printf_is_static(cmd: &SimpleCommand) -> bool {
+    let first_is_format = cmd.known(1) == Known::Literal
+        && cmd
+            .words
+            .get(1)
+            .is_some_and(|f| f == "--" || !f.starts_with('-'));
+    !cmd.more_at_run_time && (cmd.is_literal() || first_is_format)
+}
+
+/// `test` and `[` choose how to read each argument by its place and its text: a word only
+/// known at run time could become `-v`, which evaluates the next word's array index. Such a
+/// word is trusted only as the operand of a literal operator: right after a unary one (not
+/// `-v` or `-R`), or on either side of a binary one.
+fn test_is_static(cmd: &SimpleCommand) -> bool {
+    const UNARY: &[&str] = &[
+        "-a", "-b", "-c", "-d", "-e", "-f", "-g", "-h", "-k", "-p", "-r", "-s", "-t", "-u", "-w",
+        "-x", "-G", "-L", "-N", "-O", "-S", "-z", "-n", "-o",
+    ];
+    const BINARY: &[&str] = &[
+        "=", "==", "!=", "<", ">", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-nt", "-ot", "-ef",
+    ];
+    let literal = |i: usize, set: &[&str]| {
+        cmd.known(i) == Known::Literal
+            && cmd.words.get(i).is_some_and(|w| set.contains(&w.as_str()))
+    };
+    !cmd.more_at_run_time
+        && (1..cmd.words.len()).all(|i| match cmd.known(i) {
+            Known::Literal => true,
+            Known::Words => false,
+            Known::OneWord => {
+                literal(i - 1, UNARY) || literal(i - 1, BINARY) || literal(i + 1, BINARY)
+            }
+        })
+}
+
+/// uniq's options (coreutils): with a second operand it writes that file.
+const UNIQ: Options = Options {
+    short: "cdDf:is:uw:z",
+    long: &[
+        ("count", Arg::No),
+        ("repeated", Arg::No),
+        ("all-repeated", Arg::Optional),
+        ("skip-fields", Arg::Required),
+        ("ignore-case", Arg::No),
+        ("skip-chars", Arg::Required),
+        ("unique", Arg::No),
+        ("zero-terminated", Arg::No),
+        ("check-chars", Arg::Required),
+        ("group", Arg::Optional),
+        ("help", Arg::No),
+        ("version", Arg::No),
+    ],
+    numeric: true,
+    permute: true,
+};
+
 /// True for commands known to only read (and not to run other programs).
 pub fn is_read_only(cmd: &SimpleCommand) -> bool {
     if !cmd.writes.is_empty()
-        || cmd.assignments.iter().any(|v| loads_code(v))
+        || !cmd.assignments.iter().all(|v| only_changes_output(v))
         || cmd.via.iter().any(|v| v == "sudo" || v == "doas")
     {
         return false;
@@ -315,16 +505,22 @@ pub fn is_read_only(cmd: &SimpleCommand) -> bool {
     let Some(name) = words.first().and_then(|w| program_name(w)) else {
         return false;
     };
+    if ANY_ARGUMENTS.contains(&name) {
+        return true;
+    }
     match name {
-        "ls" | "cat" | "head" | "tail" | "wc" | "pwd" | "echo" | "printf" | "which" | "whoami"
-        | "id" | "uname" | "stat" | "du" | "df" | "diff" | "cmp" | "basename" | "dirname"
-        | "realpath" | "readlink" | "true" | "false" | "test" | "[" | "cut" | "tr" | "nl"
-        | "comm" | "printenv" | "grep" | "egrep" | "fgrep" | "column" | "od" | "md5sum"
-        | "sha1sum" | "sha256sum" | "sha512sum" | "jq" | "type" | "whereis" => true,
+        "printf" => return printf_is_static(cmd),
+        "test" | "[" => return test_is_static(cmd),
+        // find takes no `--`: a word known only at run time could be `-delete`.
+        "find" if !cmd.is_literal() => return false,
+        _ if !options_known(cmd) => return false,
+        _ => {}
+    }
+    match name {
         "env" => words.len() == 1,
         // --compress-program runs a program on temporary files.
         "sort" => !has_flag(words, 'o', &["--output", "--compress-program"]),
-        "uniq" => words.iter().skip(1).filter(|a| !a.starts_with('-')).count() <= 1,
+        "uniq" => getopt::read(words, &cmd.known, 1, &UNIQ).is_ok_and(|f| f.operands.len() <= 1),
         "date" => !has_flag(words, 's', &["--set"]),
         "hostname" => words.len() == 1,
         // -C compiles a magic file, writing NAME.mgc.
@@ -340,16 +536,16 @@ pub fn is_read_only(cmd: &SimpleCommand) -> bool {
                 "-fls",
             ],
         ),
-        "git" => git_read_only(words),
+        "git" => git_read_only(cmd),
         _ => false,
     }
 }
 
-fn git_read_only(words: &[String]) -> bool {
-    let (Some(i), None) = git_subcommand(words) else {
+fn git_read_only(cmd: &SimpleCommand) -> bool {
+    let Ok(Some(i)) = git_subcommand(cmd) else {
         return false;
     };
-    let args = &words[i..];
+    let args = &cmd.words[i..];
     // Writing a file, running an external diff, text-conversion or filter program, or opening
     // files in a pager (git grep -O), in every spelling git's option parser takes.
     let runs_or_writes = [
@@ -499,8 +695,103 @@ mod tests {
             "file -C -m x",
             "file --comp -m x",
             "tree -R",
+            // Wrapper options read as getopt reads them: `-I` takes `cat`, so sort runs.
+            "xargs -0I cat sort --outp=F",
+            "xargs -0 -I cat sort --outp=F",
+            "git --attr-source status rm x",
+            "git --attr-source=HEAD rm x",
+            "git --unknown-option status",
+            "uniq - out",
+            "uniq -f 1 in out",
+            "uniq -2 in out",
+            "TMPDIR=/x sort a",
+            "MAKEFLAGS=x ls",
+            "GIT_PAGER=x git log",
         ] {
             assert!(!super::is_read_only(&first(s)), "{s}");
         }
+    }
+
+    /// A word only known at run time could be any option: `$x` may hold `--output=F`, and
+    /// unquoted it may be several words.
+    #[test]
+    fn words_known_only_at_run_time_could_be_options() {
+        for s in [
+            "sort $x",
+            "sort \"$x\" a",
+            "sort *",
+            "sort a \"$(cat opts)\"",
+            "for f in *; do sort $f; done",
+            "ls | xargs sort",
+            "ls | xargs -n1 git log",
+            "uniq $x",
+            "uniq a \"$x\"",
+            "git log $x",
+            "git $sub",
+            "git -C \"$d\" log $x",
+            "rg foo $dir",
+            "tree $x",
+            "file $x",
+            "date $x",
+            "find $dir -name x",
+            "find . -exec sort {} ;",
+            "printf $x",
+            "printf \"$fmt\" a",
+            "test $x",
+            "test \"$x\" \"$y\"",
+            "[ \"$op\" a ]",
+            "[ -n $x ]",
+            "env $x",
+        ] {
+            let a = crate::shell::analyse(s);
+            let all_read_only = a
+                .commands
+                .iter()
+                .filter(|c| c.role == Role::Runs)
+                .all(super::is_read_only);
+            assert!(!(a.is_analysable() && all_read_only), "{s}");
+        }
+        for s in [
+            "cat $f",
+            "grep -rn \"$x\" src",
+            "ls *.rs",
+            "[ -f \"$f\" ]",
+            "test \"$a\" = \"$b\"",
+            "[ \"$a\" != x -a -n \"$b\" ]",
+            "printf '%s\\n' $x",
+            "printf -- \"$x\"",
+            "git log -- $path",
+            "git -C sub log",
+            "git --no-pager log -1",
+            "git --git-dir=.git status",
+            "sort -- $x",
+            "LANG=C sort a",
+            "LC_ALL=C uniq -c a",
+            "uniq - ",
+            "uniq -f 1 a",
+            "echo ${a[0]} ${s:1:2}",
+            "test -v x",
+        ] {
+            let a = crate::shell::analyse(s);
+            assert!(a.is_analysable(), "{s}: {:?}", a.problems);
+            for c in a.commands.iter().filter(|c| c.role == Role::Runs) {
+                assert!(super::is_read_only(c), "{s}: {}", c.text);
+            }
+        }
+    }
+
+    #[test]
+    fn a_git_option_cordon_does_not_know_is_dangerous() {
+        for s in [
+            "git --attr-source main push --force",
+            "git --frobnicate push",
+            "git $x",
+            "git -c core.pager=sh log",
+            "git --exec-path=/tmp log",
+        ] {
+            assert!(super::danger(&first(s)).is_some(), "{s}");
+        }
+        assert!(super::danger(&first("git --no-pager -C x log")).is_none());
+        assert!(super::danger(&first("git --exec-path")).is_none());
     }
 }

@@ -7,6 +7,7 @@
 //! the analysis cannot see through is recorded as a problem, and a script with a problem is
 //! never allowed.
 
+mod getopt;
 mod heuristics;
 mod plain;
 mod words;
@@ -16,6 +17,7 @@ use brush_parser::ParserOptions;
 use brush_parser::ast;
 
 pub use heuristics::{Heuristic, danger, is_read_only};
+pub use words::Known;
 use words::{WordInfo, analyse_word, arithmetic_problem};
 
 /// Nesting of `bash -c "$(…)"`-style scripts deeper than this is refused, so a hostile input
@@ -72,6 +74,10 @@ pub struct SimpleCommand {
     /// The wrappers this command was found inside, outermost first (`sudo`, `bash -c`, `$(…)`).
     pub via: Vec<String>,
     pub role: Role,
+    /// How much of each word is known before the script runs, word by word.
+    pub known: Vec<Known>,
+    /// More arguments, known only at run time, follow the written ones (what `xargs` appends).
+    pub more_at_run_time: bool,
 }
 
 impl SimpleCommand {
@@ -79,15 +85,27 @@ impl SimpleCommand {
         self.words.first().map(String::as_str)
     }
 
+    /// Whether every word, and nothing more, is known before the script runs.
+    pub fn is_literal(&self) -> bool {
+        !self.more_at_run_time && self.known.iter().all(|k| *k == Known::Literal)
+    }
+
+    /// How much of word `i` is known.
+    pub fn known(&self, i: usize) -> Known {
+        self.known.get(i).copied().unwrap_or(Known::Literal)
+    }
+
     fn new(words: Vec<String>, via: &[String], role: Role) -> Self {
         let text = canonical_text(&words);
         SimpleCommand {
+            known: vec![Known::Literal; words.len()],
             words,
             text,
             writes: Vec::new(),
             assignments: Vec::new(),
             via: via.to_vec(),
             role,
+            more_at_run_time: false,
         }
     }
 }
@@ -305,8 +323,19 @@ impl Walker {
                 self.extended_test(b, depth, via);
             }
             E::Not(a) | E::Parenthesized(a) => self.extended_test(a, depth, via),
-            E::UnaryTest(_, w) => {
-                self.word(&w.value, depth, via);
+            E::UnaryTest(pred, w) => {
+                let info = self.word(&w.value, depth, via);
+                // `-v NAME` and `-R NAME` look the name up, evaluating its array index.
+                let names_a_variable = matches!(
+                    pred,
+                    ast::UnaryPredicate::ShellVariableIsSetAndAssigned
+                        | ast::UnaryPredicate::ShellVariableIsSetAndNameRef
+                );
+                if names_a_variable
+                    && let Some(why) = words::name_problem(info.value(), info.dynamic)
+                {
+                    self.problem(why);
+                }
             }
             E::BinaryTest(pred, a, b) => {
                 let arithmetic = matches!(
@@ -441,6 +470,7 @@ impl Walker {
 
     fn simple(&mut self, simple: &ast::SimpleCommand, depth: usize, via: &[String], piped: bool) {
         let mut words: Vec<String> = Vec::new();
+        let mut known: Vec<Known> = Vec::new();
         let mut name_dynamic = false;
         let mut name_glob = false;
         let mut writes = Vec::new();
@@ -463,9 +493,9 @@ impl Walker {
                     let name = match &a.name {
                         ast::AssignmentName::VariableName(n) => n.clone(),
                         ast::AssignmentName::ArrayElementName(n, index) => {
-                            if index.contains(['$', '`']) {
+                            if arithmetic_problem(index).is_some() {
                                 self.problem(format!(
-                                    "the array index in `{}` is evaluated and can run commands",
+                                    "the array index in `{}` is evaluated as arithmetic, whose variables can run commands",
                                     w.value
                                 ));
                             }
@@ -503,6 +533,7 @@ impl Walker {
                     inner.push("<(…)".to_string());
                     self.compound_list(&sub.list, depth + 1, &inner);
                     words.push("<(…)".to_string());
+                    known.push(Known::OneWord);
                     None
                 }
             };
@@ -512,6 +543,7 @@ impl Walker {
                     name_dynamic = info.dynamic;
                     name_glob = info.glob;
                 }
+                known.extend(std::iter::repeat_n(info.known, info.values.len()));
                 words.extend(info.values);
             }
         }
@@ -538,6 +570,7 @@ impl Walker {
         }
 
         let mut cmd = SimpleCommand::new(words, via, Role::Runs);
+        cmd.known = known;
         cmd.writes = writes;
         cmd.assignments = assignments;
         let stdin = if piped { Some(HereDoc::Pipe) } else { heredoc };

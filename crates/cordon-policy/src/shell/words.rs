@@ -7,6 +7,19 @@ use brush_parser::word::{ParameterExpr, ParameterTransformOp, WordPiece, WordPie
 /// rather than spend time or memory on a hostile input.
 const MAX_BRACE_WORDS: usize = 64;
 
+/// How much of a word the analysis knows before it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Known {
+    /// All of it: this is the word the program gets.
+    #[default]
+    Literal,
+    /// It is one word, but its text is only known at run time (a quoted expansion).
+    OneWord,
+    /// It may become any number of words, known only at run time (an unquoted expansion, a
+    /// file-name pattern, `"$@"`).
+    Words,
+}
+
 /// What analysing one word found.
 #[derive(Debug, Default)]
 pub(crate) struct WordInfo {
@@ -17,6 +30,8 @@ pub(crate) struct WordInfo {
     pub dynamic: bool,
     /// Unquoted glob characters: the shell may replace the word by file names.
     pub glob: bool,
+    /// How much of the word is known; a file-name pattern counts as words.
+    pub known: Known,
     /// Scripts this word runs: the bodies of `$(…)` and backticks.
     pub substitutions: Vec<String>,
     /// Why the word defeats analysis, if it does.
@@ -76,14 +91,15 @@ fn plain_unquote(raw: &str) -> Option<(String, bool)> {
 pub(crate) fn analyse_word(raw: &str, options: &ParserOptions) -> WordInfo {
     let mut info = WordInfo::default();
     if !needs_parser(raw) {
-        info.glob = has_glob(raw);
+        // `[` alone is the test command: a bracket that never closes matches only itself.
+        info.glob = has_glob(raw) && raw != "[";
         info.values.push(raw.to_owned());
-        return info;
+        return info.with_glob_known();
     }
     if let Some((value, glob)) = plain_unquote(raw) {
         info.glob = glob;
         info.values.push(value);
-        return info;
+        return info.with_glob_known();
     }
     let pieces = match super::guarded(|| brush_parser::word::parse(raw, options)) {
         Some(Ok(p)) => p,
@@ -112,14 +128,27 @@ pub(crate) fn analyse_word(raw: &str, options: &ParserOptions) -> WordInfo {
         match expand_braces(raw, options) {
             Ok(Some(words)) => {
                 info.values = words;
-                return info;
+                return info.with_glob_known();
             }
             Ok(None) => {}
             Err(why) => info.problem = Some(why),
         }
     }
     info.values.push(value);
-    info
+    info.with_glob_known()
+}
+
+impl WordInfo {
+    fn with_glob_known(mut self) -> Self {
+        if self.glob {
+            self.known = Known::Words;
+        }
+        self
+    }
+
+    fn runs_to(&mut self, known: Known) {
+        self.known = self.known.max(known);
+    }
 }
 
 fn collect(
@@ -168,7 +197,15 @@ fn collect(
             }
             WordPiece::ParameterExpansion(expr) => {
                 info.dynamic = true;
-                if matches!(
+                // `"$@"` and `"${a[@]}"` are as many words as there are elements.
+                info.runs_to(if quoted && !source.contains('@') {
+                    Known::OneWord
+                } else {
+                    Known::Words
+                });
+                if let Some(why) = evaluated_index(expr, source) {
+                    info.problem = Some(why);
+                } else if matches!(
                     expr,
                     ParameterExpr::Transform {
                         op: ParameterTransformOp::PromptExpand,
@@ -192,11 +229,14 @@ fn collect(
             WordPiece::CommandSubstitution(script)
             | WordPiece::BackquotedCommandSubstitution(script) => {
                 info.dynamic = true;
+                info.runs_to(if quoted { Known::OneWord } else { Known::Words });
                 info.substitutions.push(script.clone());
                 out.push_str(source);
             }
             WordPiece::ArithmeticExpression(expr) => {
                 info.dynamic = true;
+                // Unquoted, even a number is split on the characters in `IFS`.
+                info.runs_to(if quoted { Known::OneWord } else { Known::Words });
                 if let Some(why) = arithmetic_problem(&expr.value) {
                     info.problem = Some(why);
                 }
@@ -206,9 +246,58 @@ fn collect(
     }
 }
 
-/// Bash evaluates variable references inside arithmetic recursively, and a value such as
-/// `a[$(cmd)]` runs `cmd` there. We cannot see those values, so only arithmetic on literal
-/// numbers is considered analysable.
+/// An array index or a substring offset in a parameter expansion is arithmetic, and bash
+/// evaluates the variables named there recursively: `${a[i]}` or `${s:i}` runs `cmd` when `i`
+/// holds `a[$(cmd)]`, no `$` in sight. Only literal numbers there are analysable. (An
+/// associative array's key is not arithmetic, but which arrays are associative is only known at
+/// run time.)
+fn evaluated_index(expr: &ParameterExpr, source: &str) -> Option<String> {
+    use ParameterExpr as E;
+    use brush_parser::word::Parameter;
+    let (parameter, offsets) = match expr {
+        E::Parameter { parameter, .. }
+        | E::UseDefaultValues { parameter, .. }
+        | E::AssignDefaultValues { parameter, .. }
+        | E::IndicateErrorIfNullOrUnset { parameter, .. }
+        | E::UseAlternativeValue { parameter, .. }
+        | E::ParameterLength { parameter, .. }
+        | E::RemoveSmallestSuffixPattern { parameter, .. }
+        | E::RemoveLargestSuffixPattern { parameter, .. }
+        | E::RemoveSmallestPrefixPattern { parameter, .. }
+        | E::RemoveLargestPrefixPattern { parameter, .. }
+        | E::Transform { parameter, .. }
+        | E::UppercaseFirstChar { parameter, .. }
+        | E::UppercasePattern { parameter, .. }
+        | E::LowercaseFirstChar { parameter, .. }
+        | E::LowercasePattern { parameter, .. }
+        | E::ReplaceSubstring { parameter, .. } => (parameter, Vec::new()),
+        E::Substring {
+            parameter,
+            offset,
+            length,
+            ..
+        } => (
+            parameter,
+            std::iter::once(offset)
+                .chain(length)
+                .map(|e| e.value.as_str())
+                .collect(),
+        ),
+        E::VariableNames { .. } | E::MemberKeys { .. } => return None,
+    };
+    let index = match parameter {
+        Parameter::NamedWithIndex { index, .. } => Some(index.as_str()),
+        _ => None,
+    };
+    index
+        .into_iter()
+        .chain(offsets)
+        .find(|e| arithmetic_problem(e).is_some())
+        .map(|e| {
+            format!("`{source}` evaluates `{e}` as arithmetic, whose variables can run commands")
+        })
+}
+
 /// `${!name}`, `${!name:-…}` and the like: bash reads `name`'s value as another parameter,
 /// array index and all. The lists `${!prefix*}`, `${!prefix@}` and `${!array[@]}` only name
 /// variables or indexes, and are let through.
@@ -222,6 +311,25 @@ fn indirect_dereference(source: &str) -> bool {
     !matches!(&inner[name_end..], "*" | "@" | "[@]" | "[*]")
 }
 
+/// Why a word that a builtin takes as a variable's name (`test -v`, `read`, `unset`,
+/// `printf -v`, `declare`) defeats analysis: bash evaluates an array index there as
+/// arithmetic, and a name known only at run time could hold any index.
+pub(crate) fn name_problem(name: &str, dynamic: bool) -> Option<String> {
+    if dynamic {
+        return Some(format!(
+            "`{name}` names a variable only known at run time, whose array index can run commands"
+        ));
+    }
+    let index = name.split_once('[')?.1;
+    let index = index.strip_suffix(']').unwrap_or(index);
+    arithmetic_problem(index).map(|_| {
+        format!("the array index in `{name}` is evaluated as arithmetic, whose variables can run commands")
+    })
+}
+
+/// Bash evaluates variable references inside arithmetic recursively, and a value such as
+/// `a[$(cmd)]` runs `cmd` there. We cannot see those values, so only arithmetic on literal
+/// numbers is considered analysable.
 pub(crate) fn arithmetic_problem(expr: &str) -> Option<String> {
     let suspicious = expr
         .chars()

@@ -1,6 +1,6 @@
 //! Commands that run other commands: see through them to what really runs.
 
-use super::{HereDoc, Role, SimpleCommand, Walker, canonical_text};
+use super::{HereDoc, Known, Role, SimpleCommand, Walker, canonical_text};
 
 /// What a command does with the rest of its arguments.
 enum Wraps {
@@ -11,6 +11,8 @@ enum Wraps {
         start: usize,
         label: String,
         extra_writes: Vec<String>,
+        /// The wrapper appends arguments of its own, read at run time (`xargs`).
+        appends: bool,
     },
     /// The argument is a script for a shell (`bash -c '…'`, `watch 'cmd'`, `trap '…' EXIT`).
     Script { script: String, label: String },
@@ -47,8 +49,8 @@ pub(super) fn program_name(word: &str) -> Option<&str> {
 }
 
 pub(super) fn unwrap(w: &mut Walker, mut cmd: SimpleCommand, stdin: Option<HereDoc>, depth: usize) {
-    let wraps = match program_name(&cmd.words[0]) {
-        Some(name) => classify(name, &cmd.words, &mut cmd.assignments),
+    let wraps = match program_name(&cmd.words[0]).map(str::to_owned) {
+        Some(name) => classify(&name, &mut cmd),
         None => Wraps::Nothing,
     };
     match wraps {
@@ -57,6 +59,7 @@ pub(super) fn unwrap(w: &mut Walker, mut cmd: SimpleCommand, stdin: Option<HereD
             start,
             label,
             extra_writes,
+            appends,
         } => {
             cmd.writes.extend(extra_writes);
             if start >= cmd.words.len() {
@@ -64,10 +67,25 @@ pub(super) fn unwrap(w: &mut Walker, mut cmd: SimpleCommand, stdin: Option<HereD
                 w.push(cmd);
                 return;
             }
+            // Where the inner command starts must not hinge on a word only known at run time:
+            // one that splits could move it, and the name itself must be known.
+            if let Some(i) = (1..start).find(|&i| cmd.known(i) == Known::Words) {
+                w.problem(format!(
+                    "`{}` may be several words at run time, moving the command `{label}` runs",
+                    cmd.words[i]
+                ));
+            } else if cmd.known(start) != Known::Literal {
+                w.problem(format!(
+                    "the command `{label}` runs, `{}`, is only known at run time",
+                    cmd.words[start]
+                ));
+            }
             let mut via = cmd.via.clone();
             via.push(label);
             let words = cmd.words[start..].to_vec();
             let mut inner = SimpleCommand::new(words, &via, Role::Runs);
+            inner.known = cmd.known.get(start..).unwrap_or_default().to_vec();
+            inner.more_at_run_time = cmd.more_at_run_time || appends;
             inner.writes = std::mem::take(&mut cmd.writes);
             inner.assignments = cmd.assignments.clone();
             if depth + 1 > super::MAX_DEPTH {
@@ -116,7 +134,13 @@ pub(super) fn unwrap(w: &mut Walker, mut cmd: SimpleCommand, stdin: Option<HereD
                 if words.is_empty() {
                     continue;
                 }
-                let c = SimpleCommand::new(words, &via, Role::Runs);
+                let mut c = SimpleCommand::new(words, &via, Role::Runs);
+                // find puts each file name where `{}` stands, and after `+`, several.
+                for (k, word) in c.known.iter_mut().zip(&c.words) {
+                    if word.contains("{}") {
+                        *k = Known::Words;
+                    }
+                }
                 unwrap(w, c, None, depth + 1);
             }
         }
@@ -148,154 +172,265 @@ fn push_context(w: &mut Walker, cmd: SimpleCommand, label: &str) -> Vec<String> 
     via
 }
 
-/// Walks options: `with_value` options consume the next word (or an attached value), other
-/// words starting with `-` are flags, `--` ends the options. Returns the first operand.
-fn skip_options(words: &[String], mut i: usize, with_value: &[&str]) -> usize {
-    while i < words.len() {
-        let a = words[i].as_str();
-        if a == "--" {
-            return i + 1;
-        }
-        if !a.starts_with('-') || a == "-" {
-            return i;
-        }
-        let takes_value = with_value.contains(&a);
-        i += if takes_value { 2 } else { 1 };
+use super::getopt::{self, Arg, Options};
+
+const HELP: [(&str, Arg); 2] = [("help", Arg::No), ("version", Arg::No)];
+
+/// Each wrapper's options, as its manual lists them (coreutils, findutils, util-linux,
+/// procps, GNU time, sudo, doas, bash's builtins). Each stops at its first operand.
+const fn runs_command(short: &'static str, long: &'static [(&'static str, Arg)]) -> Options {
+    Options {
+        short,
+        long,
+        numeric: false,
+        permute: false,
     }
-    i
 }
 
-fn classify(name: &str, words: &[String], assignments: &mut Vec<String>) -> Wraps {
-    let cmd = |start: usize, label: &str| Wraps::Command {
-        start,
-        label: label.to_string(),
-        extra_writes: Vec::new(),
+const NO_OPTIONS: Options = runs_command("", &HELP);
+const ENV: Options = runs_command(
+    "C:iS:u:v0",
+    &[
+        ("ignore-environment", Arg::No),
+        ("null", Arg::No),
+        ("unset", Arg::Required),
+        ("chdir", Arg::Required),
+        ("split-string", Arg::Required),
+        ("block-signal", Arg::Optional),
+        ("default-signal", Arg::Optional),
+        ("ignore-signal", Arg::Optional),
+        ("list-signal-handling", Arg::No),
+        ("debug", Arg::No),
+        HELP[0],
+        HELP[1],
+    ],
+);
+const SETSID: Options = runs_command(
+    "cfwhV",
+    &[
+        ("ctty", Arg::No),
+        ("fork", Arg::No),
+        ("wait", Arg::No),
+        HELP[0],
+        HELP[1],
+    ],
+);
+const NICE: Options = Options {
+    numeric: true,
+    ..runs_command("n:", &[("adjustment", Arg::Required), HELP[0], HELP[1]])
+};
+const IONICE: Options = runs_command(
+    "c:n:p:P:tu:Vh",
+    &[
+        ("class", Arg::Required),
+        ("classdata", Arg::Required),
+        ("pid", Arg::Required),
+        ("pgid", Arg::Required),
+        ("ignore", Arg::No),
+        ("uid", Arg::Required),
+        HELP[0],
+        HELP[1],
+    ],
+);
+const STDBUF: Options = runs_command(
+    "i:o:e:",
+    &[
+        ("input", Arg::Required),
+        ("output", Arg::Required),
+        ("error", Arg::Required),
+        HELP[0],
+        HELP[1],
+    ],
+);
+const TIMEOUT: Options = runs_command(
+    "fk:ps:v",
+    &[
+        ("foreground", Arg::No),
+        ("kill-after", Arg::Required),
+        ("preserve-status", Arg::No),
+        ("signal", Arg::Required),
+        ("verbose", Arg::No),
+        HELP[0],
+        HELP[1],
+    ],
+);
+const TIME: Options = runs_command(
+    "af:o:pqvV",
+    &[
+        ("append", Arg::No),
+        ("format", Arg::Required),
+        ("output", Arg::Required),
+        ("portability", Arg::No),
+        ("quiet", Arg::No),
+        ("verbose", Arg::No),
+        HELP[0],
+        HELP[1],
+    ],
+);
+const COMMAND: Options = runs_command("pvV", &[]);
+const EXEC: Options = runs_command("cla:", &[]);
+const XARGS: Options = runs_command(
+    "0a:E:e::i::I:l::L:n:oprs:txP:d:",
+    &[
+        ("null", Arg::No),
+        ("arg-file", Arg::Required),
+        ("delimiter", Arg::Required),
+        ("eof", Arg::Optional),
+        ("replace", Arg::Optional),
+        ("max-lines", Arg::Optional),
+        ("max-args", Arg::Required),
+        ("max-procs", Arg::Required),
+        ("interactive", Arg::No),
+        ("no-run-if-empty", Arg::No),
+        ("max-chars", Arg::Required),
+        ("verbose", Arg::No),
+        ("exit", Arg::No),
+        ("show-limits", Arg::No),
+        ("open-tty", Arg::No),
+        ("process-slot-var", Arg::Required),
+        HELP[0],
+        HELP[1],
+    ],
+);
+const SUDO: Options = runs_command(
+    "Aa:BbC:c:D:Eeg:Hh::iKklNnPp:R:r:SsT:t:U:u:Vv",
+    &[
+        ("askpass", Arg::No),
+        ("auth-type", Arg::Required),
+        ("background", Arg::No),
+        ("bell", Arg::No),
+        ("close-from", Arg::Required),
+        ("login-class", Arg::Required),
+        ("chdir", Arg::Required),
+        ("preserve-env", Arg::Optional),
+        ("edit", Arg::No),
+        ("group", Arg::Required),
+        ("set-home", Arg::No),
+        ("host", Arg::Required),
+        ("login", Arg::No),
+        ("remove-timestamp", Arg::No),
+        ("reset-timestamp", Arg::No),
+        ("list", Arg::No),
+        ("no-update", Arg::No),
+        ("non-interactive", Arg::No),
+        ("preserve-groups", Arg::No),
+        ("prompt", Arg::Required),
+        ("chroot", Arg::Required),
+        ("role", Arg::Required),
+        ("stdin", Arg::No),
+        ("shell", Arg::No),
+        ("command-timeout", Arg::Required),
+        ("type", Arg::Required),
+        ("other-user", Arg::Required),
+        ("user", Arg::Required),
+        ("validate", Arg::No),
+        HELP[0],
+        HELP[1],
+    ],
+);
+const DOAS: Options = runs_command("a:C:Lnsu:", &[]);
+const WATCH: Options = runs_command(
+    "bcCd::efgn:pq:rs:tvwxh",
+    &[
+        ("beep", Arg::No),
+        ("color", Arg::No),
+        ("no-color", Arg::No),
+        ("differences", Arg::Optional),
+        ("errexit", Arg::No),
+        ("follow", Arg::No),
+        ("chgexit", Arg::No),
+        ("interval", Arg::Required),
+        ("precise", Arg::No),
+        ("equexit", Arg::Required),
+        ("no-rerun", Arg::No),
+        ("shotsdir", Arg::Required),
+        ("no-title", Arg::No),
+        ("no-wrap", Arg::No),
+        ("exec", Arg::No),
+        HELP[0],
+        HELP[1],
+    ],
+);
+
+fn classify(name: &str, cmd: &mut SimpleCommand) -> Wraps {
+    let options = match name {
+        "env" => &ENV,
+        "nohup" | "builtin" => &NO_OPTIONS,
+        "setsid" => &SETSID,
+        "nice" => &NICE,
+        "ionice" => &IONICE,
+        "stdbuf" => &STDBUF,
+        "timeout" => &TIMEOUT,
+        "time" => &TIME,
+        "command" => &COMMAND,
+        "exec" => &EXEC,
+        "xargs" => &XARGS,
+        "sudo" => &SUDO,
+        "doas" => &DOAS,
+        "watch" => &WATCH,
+        _ => return classify_other(name, cmd),
     };
+    let found = match getopt::read(&cmd.words, &cmd.known, 1, options) {
+        Ok(found) => found,
+        Err(why) => return Wraps::Refuse(format!("`{name}`: {why}")),
+    };
+    let mut start = found.first_operand(cmd.words.len());
+    let mut extra_writes = Vec::new();
     match name {
         "env" => {
-            let mut i = 1;
-            while i < words.len() {
-                let a = words[i].as_str();
-                if a == "--" {
-                    i += 1;
-                    break;
-                }
-                if a.starts_with("-S") || a.starts_with("--split-string") {
-                    return Wraps::Refuse(
-                        "`env -S` splits a string into a command, which is not analysed".into(),
-                    );
-                }
-                if matches!(a, "-u" | "--unset" | "-C" | "--chdir") {
-                    i += 2;
-                } else if a.starts_with('-') {
-                    i += 1;
-                } else if let Some((var, _)) = a.split_once('=') {
-                    assignments.push(var.to_string());
-                    i += 1;
-                } else {
-                    break;
-                }
+            if found.has("split-string") || found.has("S") {
+                return Wraps::Refuse(
+                    "`env -S` splits a string into a command, which is not analysed".into(),
+                );
             }
-            cmd(i, "env")
+            while let Some((var, _)) = cmd.words.get(start).and_then(|a| a.split_once('=')) {
+                cmd.assignments.push(var.to_string());
+                start += 1;
+            }
         }
-        "nohup" | "builtin" | "setsid" => cmd(skip_options(words, 1, &[]), name),
-        "nice" => cmd(skip_options(words, 1, &["-n", "--adjustment"]), "nice"),
-        "ionice" => cmd(
-            skip_options(words, 1, &["-c", "-n", "--class", "--classdata"]),
-            "ionice",
+        // With a process, group or user named, it changes those and runs nothing.
+        "ionice"
+            if ["p", "P", "u", "pid", "pgid", "uid"]
+                .iter()
+                .any(|o| found.has(o)) =>
+        {
+            return Wraps::Nothing;
+        }
+        // The first operand is the duration.
+        "timeout" => start += 1,
+        "time" => extra_writes.extend(
+            found
+                .options
+                .iter()
+                .filter(|(o, _)| o == "o" || o == "output")
+                .filter_map(|(_, file)| file.clone()),
         ),
-        "stdbuf" => cmd(skip_options(words, 1, &["-i", "-o", "-e"]), "stdbuf"),
-        "timeout" => {
-            let i = skip_options(words, 1, &["-k", "--kill-after", "-s", "--signal"]);
-            // The first operand is the duration.
-            cmd(i + 1, "timeout")
-        }
-        "time" => {
-            let i = skip_options(words, 1, &["-f", "--format", "-o", "--output"]);
-            let mut extra = Vec::new();
-            let mut j = 1;
-            while j < i {
-                let a = words[j].as_str();
-                if (a == "-o" || a == "--output") && j + 1 < words.len() {
-                    extra.push(words[j + 1].clone());
-                } else if let Some(f) = a.strip_prefix("--output=") {
-                    extra.push(f.to_string());
-                }
-                j += 1;
-            }
-            Wraps::Command {
-                start: i,
-                label: "time".into(),
-                extra_writes: extra,
-            }
-        }
-        "command" => {
-            if words
-                .get(1)
-                .is_some_and(|a| a.starts_with('-') && a.contains(['v', 'V']))
-            {
-                // `command -v x` only looks a name up.
-                return Wraps::Nothing;
-            }
-            cmd(skip_options(words, 1, &[]), "command")
-        }
-        "exec" => cmd(skip_options(words, 1, &["-a"]), "exec"),
-        "xargs" => cmd(
-            skip_options(
-                words,
-                1,
-                &[
-                    "-a",
-                    "--arg-file",
-                    "-d",
-                    "--delimiter",
-                    "-E",
-                    "-I",
-                    "-L",
-                    "--max-lines",
-                    "-n",
-                    "--max-args",
-                    "-P",
-                    "--max-procs",
-                    "-s",
-                    "--max-chars",
-                    "--process-slot-var",
-                ],
-            ),
-            "xargs",
-        ),
-        "sudo" | "doas" => {
-            if words.iter().skip(1).any(|a| a == "-e" || a == "--edit") {
-                return Wraps::Nothing;
-            }
-            let with_value: &[&str] = if name == "sudo" {
-                &[
-                    "-u",
-                    "-g",
-                    "-h",
-                    "-p",
-                    "-C",
-                    "-D",
-                    "-r",
-                    "-t",
-                    "-T",
-                    "-U",
-                    "--user",
-                    "--group",
-                    "--host",
-                    "--prompt",
-                    "--close-from",
-                    "--chdir",
-                    "--role",
-                    "--type",
-                    "--command-timeout",
-                    "--other-user",
-                ]
-            } else {
-                &["-u", "-C"]
+        // `command -v x` only looks a name up.
+        "command" if found.has("v") || found.has("V") => return Wraps::Nothing,
+        "sudo" if found.has("e") || found.has("edit") => return Wraps::Nothing,
+        // watch hands its arguments, joined by spaces, to `sh -c`.
+        "watch" if !(found.has("x") || found.has("exec")) => {
+            return match cmd.words.get(start..) {
+                Some(rest) if !rest.is_empty() => Wraps::Script {
+                    script: rest.join(" "),
+                    label: "watch".into(),
+                },
+                _ => Wraps::Nothing,
             };
-            cmd(skip_options(words, 1, with_value), name)
         }
+        _ => {}
+    }
+    Wraps::Command {
+        start,
+        label: name.to_string(),
+        extra_writes,
+        appends: name == "xargs",
+    }
+}
+
+fn classify_other(name: &str, cmd: &mut SimpleCommand) -> Wraps {
+    let words = &cmd.words;
+    match name {
         "su" | "runuser" => {
             let pos = words.iter().position(|a| a == "-c" || a == "--command");
             match pos.and_then(|p| words.get(p + 1)) {
@@ -305,27 +440,6 @@ fn classify(name: &str, words: &[String], assignments: &mut Vec<String>) -> Wrap
                 },
                 None if pos.is_some() => Wraps::Refuse(format!("`{name} -c` without a command")),
                 None => Wraps::Nothing,
-            }
-        }
-        "watch" => {
-            let i = skip_options(
-                words,
-                1,
-                &["-n", "--interval", "-q", "--equexit", "-s", "--shotsdir"],
-            );
-            if words[1..i.min(words.len())]
-                .iter()
-                .any(|a| a == "-x" || a == "--exec")
-            {
-                cmd(i, "watch")
-            } else if i < words.len() {
-                // watch hands its arguments, joined by spaces, to `sh -c`.
-                Wraps::Script {
-                    script: words[i..].join(" "),
-                    label: "watch".into(),
-                }
-            } else {
-                Wraps::Nothing
             }
         }
         "trap" => match words.get(1) {
@@ -348,25 +462,85 @@ fn classify(name: &str, words: &[String], assignments: &mut Vec<String>) -> Wrap
             Some(why) => Wraps::Refuse(why),
             None => Wraps::Nothing,
         },
-        // Each takes variable names, whose array index bash evaluates as arithmetic, command
-        // substitutions included (`test -v 'a[$(…)]'`).
         "export" | "declare" | "typeset" | "local" | "readonly" | "read" | "printf" | "unset"
-        | "mapfile" | "readarray" | "test" | "[" => {
-            for a in &words[1..] {
-                if let Some((var, _)) = a.split_once('=') {
-                    assignments.push(var.to_string());
-                }
-                if a.contains('[') && a.contains(['$', '`']) {
-                    return Wraps::Refuse(format!(
-                        "`{name}` evaluates the array index in `{a}`, which can run commands"
-                    ));
-                }
+        | "mapfile" | "readarray" | "getopts" | "wait" | "test" | "[" => {
+            match variable_names(name, cmd) {
+                Ok(()) => Wraps::Nothing,
+                Err(why) => Wraps::Refuse(format!("`{name}`: {why}")),
             }
-            Wraps::Nothing
         }
         _ if SHELLS.contains(&name) => shell(name, words),
         _ => Wraps::Nothing,
     }
+}
+
+/// Builtins that take variable names. Bash evaluates an array index in a name as arithmetic,
+/// and arithmetic evaluates the variables it names, recursively: `test -v 'a[i]'` runs `cmd`
+/// when `i` holds `a[$(cmd)]`. So each name must be known, with no index but a number.
+fn variable_names(name: &str, cmd: &mut SimpleCommand) -> Result<(), String> {
+    const OPTIONS: fn(&'static str) -> Options = |short| Options {
+        short,
+        long: &[],
+        numeric: false,
+        permute: false,
+    };
+    let mut names: Vec<usize> = Vec::new();
+    let read = |short| getopt::read(&cmd.words, &cmd.known, 1, &OPTIONS(short));
+    match name {
+        "export" | "declare" | "typeset" | "local" | "readonly" => {
+            for (i, a) in cmd.words.iter().enumerate().skip(1) {
+                if a.starts_with(['-', '+']) {
+                    // An integer variable evaluates every value given to it as arithmetic;
+                    // a name reference's value is a name, array index and all.
+                    if name != "export" && a.contains(['i', 'n']) {
+                        return Err(format!(
+                            "`{a}` makes later values arithmetic or names, which can run commands"
+                        ));
+                    }
+                    continue;
+                }
+                if let Some((var, _)) = a.split_once('=') {
+                    cmd.assignments.push(var.to_string());
+                }
+                names.push(i);
+            }
+        }
+        "read" => {
+            let found = read("ersa:d:i:n:N:p:t:u:")?;
+            let array = found.options.iter().zip(&found.value_words);
+            names.extend(array.filter(|((o, _), _)| o == "a").map(|(_, &at)| at));
+            names.extend(found.operands);
+        }
+        "mapfile" | "readarray" => {
+            let found = read("d:n:O:s:tu:C:c:")?;
+            if found.has("C") {
+                return Err("`-C` runs a command for each line it reads".into());
+            }
+            names.extend(found.operands);
+        }
+        // `printf -v NAME`, `wait -p NAME`: their only option with a value takes a name.
+        "printf" => names.extend(read("v:")?.value_words),
+        "wait" => names.extend(read("fnp:")?.value_words),
+        "unset" => names.extend(read("fvn")?.operands),
+        "getopts" => names.extend(read("")?.operands.get(1)),
+        // `test` and `[`: the word after `-v` or `-R` is a name.
+        _ => names.extend(
+            (2..cmd.words.len()).filter(|&i| matches!(cmd.words[i - 1].as_str(), "-v" | "-R")),
+        ),
+    }
+    for i in names {
+        let word = &cmd.words[i];
+        // The word is `NAME=value`, or `-aNAME` with the option attached.
+        let word = match word.strip_prefix('-') {
+            Some(attached) => attached.get(1..).unwrap_or_default(),
+            None => word,
+        };
+        let var = word.split_once('=').map_or(word, |(n, _)| n);
+        if let Some(why) = super::words::name_problem(var, cmd.known(i) != Known::Literal) {
+            return Err(why);
+        }
+    }
+    Ok(())
 }
 
 /// `bash [options] -c SCRIPT [name [args…]]`, `bash FILE`, or a shell reading stdin.
@@ -487,6 +661,14 @@ mod tests {
             "sudo -u root rm -rf /",
             "doas rm -rf /",
             "sudo env nice rm -rf /",
+            "xargs -0I cat rm -rf /",
+            "xargs -0Icat rm -rf /",
+            "xargs --max-a 1 rm -rf /",
+            "env -iu X rm -rf /",
+            "nice -10 rm -rf /",
+            "timeout --sig KILL 5 rm -rf /",
+            "stdbuf -oL rm -rf /",
+            "setsid -w rm -rf /",
         ] {
             assert_eq!(inner(s), ["rm -rf /"], "{s}");
         }
@@ -515,6 +697,25 @@ mod tests {
     }
 
     #[test]
+    fn names_without_an_evaluated_index_are_fine() {
+        for s in [
+            "test -v x",
+            "echo ${a[0]} ${a[@]} ${#a[@]} ${s:1:2}",
+            "a[0]=1",
+            "printf -v x '%s' y",
+            "read -r line",
+            "read -p '[y/n] ' ans",
+            "unset x",
+            "declare -a xs",
+            "export A=b",
+            "printf '[%s]' x",
+            "nice -n \"$n\" ls",
+        ] {
+            assert!(analyse(s).is_analysable(), "{s}: {:?}", analyse(s).problems);
+        }
+    }
+
+    #[test]
     fn eval_and_friends_are_refused() {
         for s in [
             "eval ls",
@@ -524,6 +725,36 @@ mod tests {
             "let 'a[$(id)]'",
             "printf -v 'a[$(id)]' x",
             "hash -p /tmp/x ls",
+            // Arithmetic evaluates the variables it names: no `$` needed.
+            "test -v 'a[x]'",
+            "[ -v 'a[i]' ]",
+            "[[ -v a[i] ]]",
+            "[[ -v $name ]]",
+            "test -v \"$name\"",
+            "echo ${a[x]}",
+            "echo ${#a[i]}",
+            "echo ${s:i:1}",
+            "echo ${s:1:n}",
+            "a[i]=1",
+            "printf -v 'a[i]' x",
+            "printf -va[i] x",
+            "read 'a[i]'",
+            "read -a \"$n\"",
+            "unset 'a[i]'",
+            "mapfile -C cb arr",
+            "declare -i n",
+            "local -n ref=x",
+            "wait -p 'a[i]'",
+            "getopts ab 'a[i]'",
+            // Options only known at run time, or a command name after them.
+            "xargs $opts rm",
+            "env $x rm",
+            "nice -n $n rm",
+            "timeout $t rm",
+            "env \"$cmd\" x",
+            "env -S'rm -rf /'",
+            "env -iS'rm -rf /'",
+            "xargs --frobnicate rm",
         ] {
             assert!(!analyse(s).is_analysable(), "{s}");
         }
