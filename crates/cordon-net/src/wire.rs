@@ -62,36 +62,51 @@ pub struct TunnelRequest {
 /// server on the other end would take each request's Host to choose a site, so such a tunnel
 /// is checked request by request. Blank lines before the request line are skipped, as servers
 /// do.
+///
+/// Servers differ in what they take for a method (nginx takes `_GET`, others lower case or
+/// digits), so the line is not judged by its first word: any first line of printable text
+/// that names an HTTP version, or whose second word is a path (`/…`, `*`, `http://…`, as in
+/// HTTP/0.9), is a request. Anything else that starts with text waits for its line to end.
 pub fn looks_like_http(buf: &[u8]) -> Parsed<bool> {
     let start = buf
         .iter()
-        .position(|&b| b != b'\r' && b != b'\n')
+        .position(|&b| !matches!(b, b'\r' | b'\n' | b' ' | b'\t'))
         .unwrap_or(buf.len());
     let rest = &buf[start..];
-    // A request line starts with a method, a word of letters, and holds only printable
-    // text; TLS, binary protocols and most others do not, and are passed on at once. A line
-    // of text that has not ended yet might still become a request, so it is waited for.
+    // TLS, SSH's binary packets and most other protocols start with bytes that are not text,
+    // and are passed on at once.
+    let text = |b: &u8| b.is_ascii_graphic() || matches!(b, b' ' | b'\t' | b'\r');
     match rest.first() {
         None => return Parsed::More,
-        Some(b) if !b.is_ascii_alphabetic() => return Parsed::Done(false),
+        Some(b) if !b.is_ascii_graphic() => return Parsed::Done(false),
         Some(_) => {}
     }
     let line = rest.split(|&b| b == b'\n').next().unwrap_or(rest);
-    if line
-        .iter()
-        .any(|&b| !(b.is_ascii_graphic() || b == b' ' || b == b'\t' || b == b'\r'))
-    {
+    if !line.iter().all(text) {
         return Parsed::Done(false);
     }
-    match rest.iter().position(|&b| b == b'\n') {
-        Some(end) => Parsed::Done(
-            rest[..end]
-                .windows(6)
-                .any(|w| w.eq_ignore_ascii_case(b" HTTP/")),
-        ),
-        None if rest.len() < MAX_HEAD => Parsed::More,
-        None => Parsed::Done(false),
+    if line.len() == rest.len() {
+        // The line has not ended yet: it might still become a request.
+        return if rest.len() < MAX_HEAD {
+            Parsed::More
+        } else {
+            Parsed::Done(false)
+        };
     }
+    let names_a_version = line
+        .windows(6)
+        .any(|w| matches!(w[0], b' ' | b'\t') && w[1..].eq_ignore_ascii_case(b"HTTP/"));
+    let target = line
+        .split(|&b| matches!(b, b' ' | b'\t'))
+        .filter(|w| !w.is_empty())
+        .nth(1)
+        .unwrap_or_default();
+    let names_a_path = target.starts_with(b"/")
+        || target.starts_with(b"*")
+        || target
+            .get(..7)
+            .is_some_and(|s| s.eq_ignore_ascii_case(b"http://"));
+    Parsed::Done(names_a_version || names_a_path)
 }
 
 /// Reads a plain-HTTP request sent inside a tunnel to `target`: its Host (or its absolute URL)
@@ -573,6 +588,26 @@ mod tests {
         );
         assert_eq!(looks_like_http(b""), Parsed::More);
         assert_eq!(looks_like_http(b"A\x00\x00\x00binary"), Parsed::Done(false));
+        // What lenient servers still take for a request line.
+        for line in [
+            &b"_GET / HTTP/1.1\r\n"[..],
+            b"-GET / HTTP/1.1\r\n",
+            b"1GET / HTTP/1.1\r\n",
+            b"  GET / HTTP/1.1\r\n",
+            b"\tGET\t/\tHTTP/1.1\r\n",
+            b"GET /\r\n",
+            b"GET http://evil.test/\n",
+            b"OPTIONS * HTTP/1.1\r\n",
+        ] {
+            assert_eq!(
+                looks_like_http(line),
+                Parsed::Done(true),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        assert_eq!(looks_like_http(b"PING\r\n"), Parsed::Done(false));
+        assert_eq!(looks_like_http(b"_GET / HT"), Parsed::More);
     }
 
     #[test]

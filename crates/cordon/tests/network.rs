@@ -1119,7 +1119,8 @@ fn recording_origin() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
 /// A host the rules allow may serve others too (shared hosting, a CDN): a plain-HTTP request
 /// naming another Host must never reach it, whether pipelined after an allowed request on a
 /// proxied connection, or sent inside a CONNECT tunnel granted for the allowed host (alone,
-/// after an allowed request, or after blank lines).
+/// after an allowed request, after blank lines, or with a request line a lenient server
+/// still takes).
 #[test]
 fn plain_http_on_an_allowed_connection_cannot_name_another_host() {
     let Some(sb) = sandbox() else { return };
@@ -1154,6 +1155,10 @@ talk(connect, evil)
 talk(connect, ok + evil)
 talk(connect, b"\r\n\r\n" + evil)
 talk(connect, b"GET http://evil.test/ HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n" % P)
+# Request lines that lenient servers take, though they do not start with a letter, and one
+# with no version and so no Host (HTTP/0.9: the server's default site).
+for line in (b"_GET / HTTP/1.1", b"1GET / HTTP/1.1", b"  GET / HTTP/1.1", b"GET /"):
+    talk(connect, line + b"\r\nHost: evil.test\r\n\r\n")
 print("tried")
 "#
     );
