@@ -518,8 +518,11 @@ pub fn is_read_only(cmd: &SimpleCommand) -> bool {
     }
     match name {
         "env" => words.len() == 1,
-        // --compress-program runs a program on temporary files.
-        "sort" => !has_flag(words, 'o', &["--output", "--compress-program"]),
+        // --compress-program runs a program on temporary files, which -T puts anywhere.
+        "sort" => {
+            !has_flag(words, 'o', &["--output", "--compress-program"])
+                && !has_flag(words, 'T', &["--temporary-directory"])
+        }
         "uniq" => getopt::read(words, &cmd.known, 1, &UNIQ).is_ok_and(|f| f.operands.len() <= 1),
         "date" => !has_flag(words, 's', &["--set"]),
         "hostname" => words.len() == 1,
@@ -528,7 +531,10 @@ pub fn is_read_only(cmd: &SimpleCommand) -> bool {
         // -R runs tree again in each directory with `-o 00Tree.html`.
         "tree" => !has_flag(words, 'o', &[]) && !has_flag(words, 'R', &[]),
         // clap takes no abbreviations, but --pre-glob and the like come with --pre.
-        "rg" => !words.iter().any(|a| a.starts_with("--pre")),
+        // --hostname-bin (ripgrep 14) runs a program to name the host in hyperlinks.
+        "rg" => !words
+            .iter()
+            .any(|a| a.starts_with("--pre") || a.starts_with("--hostname-bin")),
         "find" => !has_any(
             words,
             &[
@@ -675,6 +681,9 @@ mod tests {
             "PATH=/x ls",
             "git -c core.pager=sh log",
             "sort -S 16K --compress-program=sh",
+            "sort -T /tmp x",
+            "sort --temporary-d=/tmp x",
+            "rg --hostname-bin=sh x",
             "sort --compress-p=sh x",
             "sort --outp=x y",
             "sort --o=x y",
