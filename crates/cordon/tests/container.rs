@@ -175,6 +175,25 @@ fn protected_files_in_the_project_stay_read_only(e: Eng) {
     assert!(!p.path().join(".git/hooks/pre-commit").exists());
 }
 
+/// cordon reads a project's `.cordon/` live (`exec` per request), so a run must not be able to
+/// create it where it is missing: it is made before the run, read-only inside, and removed
+/// after it while still empty.
+fn cordons_own_state_cannot_be_planted_from_inside(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    let out = p.run(&[
+        "--",
+        "sh",
+        "-c",
+        "mkdir -p .cordon/policies 2>/dev/null; echo '[[rule]]' > .cordon/policies/evil.toml 2>/dev/null && echo planted; echo done",
+    ]);
+    assert_eq!(stdout(&out), "done\n", "{}", stderr(&out));
+    assert!(
+        !p.path().join(".cordon").exists(),
+        "the run left .cordon behind: {}",
+        stderr(&out)
+    );
+}
+
 fn denied_paths_are_hidden_inside(e: Eng) {
     let Some(p) = Project::new(e) else { return };
     std::fs::create_dir_all(p.path().join("secrets")).unwrap();
@@ -828,6 +847,7 @@ for_each_engine!(
     the_project_is_mounted_at_its_own_path_and_is_the_working_directory,
     extra_mounts_are_read_only_by_default_and_must_exist,
     protected_files_in_the_project_stay_read_only,
+    cordons_own_state_cannot_be_planted_from_inside,
     denied_paths_are_hidden_inside,
     a_terminal_is_a_terminal_inside_and_a_pipe_is_not,
     the_ssh_agent_is_forwarded_unless_turned_off,

@@ -164,6 +164,8 @@ impl BackendArgs {
 #[derive(Debug)]
 pub struct Elsewhere<'a> {
     pub spec: &'a SandboxSpec,
+    /// How the run is already confined less strictly than asked, found before it.
+    pub weaker: &'a [String],
     /// The limits asked for, before the Linux backend decided how to hold them.
     pub wanted: &'a Limits,
     /// `--deny-read` as typed: its patterns also hide paths created later under Seatbelt.
@@ -343,6 +345,7 @@ fn run_seatbelt(
     let weaker: Vec<String> = unenforced(run.wanted)
         .into_iter()
         .chain(super::run::git_search_weaker(run.git, run.git_limit))
+        .chain(run.weaker.iter().cloned())
         .collect();
     eprintln!("cordon: warning: this run is confined less strictly than asked:");
     for w in &weaker {

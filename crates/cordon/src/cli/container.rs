@@ -628,7 +628,10 @@ pub fn run_container(
         timed_out,
         error: None,
     };
-    super::run::tell_what_happened(&blocked, &[], end, run.report, false)?;
+    for w in run.weaker {
+        eprintln!("cordon: warning: {w}");
+    }
+    super::run::tell_what_happened(&blocked, run.weaker, end, run.report, false)?;
     Ok(code)
 }
 

@@ -654,7 +654,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         ..wanted
     };
     let identity = cwd_identity(&cwd)?;
-    let spec = SandboxSpec {
+    let mut spec = SandboxSpec {
         argv,
         cwd,
         env,
@@ -683,8 +683,31 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             "--publish needs the sandbox's own network (--network none, the default); with --network host the command listens on the host's directly"
         );
     }
+    // cordon reads its settings live (exec per request, the proxy every few seconds), so
+    // those that do not exist yet are made now, to be read-only during the run like the rest,
+    // on every backend (a container's mounts show only what exists).
+    let (made, unmade) = if args.backend.dry_run() {
+        (MadeForRun::default(), Vec::new())
+    } else {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let state_dirs: Vec<PathBuf> = own_settings
+            .iter()
+            .cloned()
+            .chain(
+                // Where `Places::from` looks for a project's settings.
+                spec.cwd
+                    .ancestors()
+                    .take_while(|d| home.as_deref() != Some(*d))
+                    .map(|d| d.join(".cordon")),
+            )
+            .collect();
+        let (made, keep, unmade) = MadeForRun::make(&state_dirs, &spec.cwd, &spec.writable);
+        spec.read_only.extend(keep);
+        (made, unmade)
+    };
     let elsewhere = Elsewhere {
         spec: &spec,
+        weaker: &unmade,
         wanted: &wanted,
         deny_read: &args.sandbox.deny_read,
         own_settings: &own_settings,
@@ -702,23 +725,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(code) = super::backend::run_elsewhere(&args.backend, elsewhere)? {
         return Ok(code);
     }
-    let mut spec = spec;
-    // cordon reads its settings live (exec per request, the proxy every few seconds), so
-    // those that do not exist yet are made now, to be read-only during the run like the rest.
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let state_dirs: Vec<PathBuf> = own_settings
-        .iter()
-        .cloned()
-        .chain(
-            // Where `Places::from` looks for a project's settings.
-            spec.cwd
-                .ancestors()
-                .take_while(|d| home.as_deref() != Some(*d))
-                .map(|d| d.join(".cordon")),
-        )
-        .collect();
-    let (made, keep, unmade) = MadeForRun::make(&state_dirs, &spec.cwd, &spec.writable);
-    spec.read_only.extend(keep);
     let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings, &git, git_limit);
     // Should this process be killed before it undoes what the run left, a process of its
     // own does it (started before the proxy, so it holds none of the proxy's descriptors).
@@ -773,7 +779,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         .into_iter()
         .chain(weaker.iter().cloned())
         .chain(undone.weaker.iter().cloned())
-        .chain(unmade)
+        .chain(unmade.iter().cloned())
         .collect();
     let weaker = weaker.as_slice();
     if !weaker.is_empty() && !args.report_only {
