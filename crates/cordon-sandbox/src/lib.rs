@@ -13,6 +13,8 @@ pub mod container;
 pub mod gitmeta;
 #[cfg(target_os = "linux")]
 pub mod handoff;
+#[cfg(unix)]
+pub mod pattern;
 mod protect;
 #[cfg(unix)]
 pub mod seatbelt;

@@ -7,7 +7,10 @@
 //! is not used because it also escapes `-`, `#`, `&` and `~`, and a backslash before an
 //! ordinary character is undefined in POSIX regexes: `/Users/me/my-project` must stay as it is.
 
+use std::path::{Component, Path};
+
 use super::ProfileError;
+use crate::pattern::{Part, PathPattern};
 
 /// Characters that mean something in an extended regex outside a bracket expression.
 const ERE_SPECIAL: &[char] = &[
@@ -41,20 +44,10 @@ pub fn sbpl_string(text: &str) -> String {
     out
 }
 
-/// Whether a path pattern has wildcards (`*`, `?`, `[`), as `cordon run`'s path flags read
-/// them.
-pub fn is_glob(pattern: &str) -> bool {
-    pattern.contains(['*', '?', '['])
-}
-
-/// An absolute glob as an anchored regex matching every path the glob matches and everything
-/// below those (a hidden directory hides what it holds).
-///
-/// The syntax is that of `cordon run`'s path flags: `*` and `?` stay within one component,
-/// `[abc]`, `[a-z]`, `[!abc]` (or `[^abc]`) match one character, a whole component `**`
-/// matches any number of components, `\` makes the next character literal, and braces are
-/// ordinary characters. `/tmp`, `/var` and `/etc` at the start are written as `/private/…`
-/// (see [`super::paths::canonical`]).
+/// An absolute pattern (the language of [`crate::pattern`]) as an anchored regex matching
+/// every path the pattern matches and everything below those (a hidden directory hides what it
+/// holds). `/tmp`, `/var` and `/etc` at the start are written as `/private/…` (see
+/// [`super::paths::canonical`]).
 pub fn glob_to_regex(pattern: &str) -> Result<String, ProfileError> {
     let bad = |why: &str| ProfileError::Glob {
         pattern: pattern.to_string(),
@@ -63,26 +56,45 @@ pub fn glob_to_regex(pattern: &str) -> Result<String, ProfileError> {
     let Some(rest) = pattern.strip_prefix('/') else {
         return Err(bad("a pattern must be an absolute path"));
     };
+    let parsed =
+        PathPattern::new(Path::new("/"), Path::new(rest)).map_err(|e| bad(&e.to_string()))?;
     let mut out = String::from("^");
-    let components: Vec<&str> = rest
-        .split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .collect();
-    for (i, component) in components.iter().enumerate() {
-        match *component {
-            ".." => return Err(bad("`..` cannot be part of a pattern")),
-            "**" => {
-                // Zero or more whole components; when last, the tail below covers it.
-                if i + 1 < components.len() {
-                    out.push_str("(/.*)?");
-                }
+    let mut first = true;
+    let mut component = |c: &str, out: &mut String| {
+        out.push('/');
+        if std::mem::take(&mut first) && ["tmp", "var", "etc"].contains(&c) {
+            out.push_str("private/");
+        }
+    };
+    for c in parsed.base().components() {
+        match c {
+            Component::RootDir => {}
+            Component::Normal(name) => {
+                let name = name
+                    .to_str()
+                    .ok_or_else(|| bad("a pattern must be UTF-8"))?;
+                component(name, &mut out);
+                out.push_str(&escape_regex(name));
             }
-            c => {
-                out.push('/');
-                if i == 0 && ["tmp", "var", "etc"].contains(&c) {
-                    out.push_str("private/");
-                }
-                component_regex(c, &mut out).map_err(&bad)?;
+            _ => return Err(bad("`..` cannot be part of a pattern")),
+        }
+    }
+    let parts = parsed.parts();
+    for (i, part) in parts.iter().enumerate() {
+        match part {
+            // Zero or more whole components; when last, the tail below covers it.
+            Part::Recursive if i + 1 < parts.len() => out.push_str("(/.*)?"),
+            Part::Recursive => {}
+            Part::Literal(name) => {
+                let name = name
+                    .to_str()
+                    .ok_or_else(|| bad("a pattern must be UTF-8"))?;
+                component(name, &mut out);
+                out.push_str(&escape_regex(name));
+            }
+            Part::Glob { text, .. } => {
+                component(text, &mut out);
+                component_regex(text, &mut out).map_err(&bad)?;
             }
         }
     }
@@ -165,7 +177,10 @@ mod tests {
             ),
             ("/$HOME/^x|y", r"^/\$HOME/\^x\|y(/.*)?$"),
             (r"/lit\*star", r"^/lit\*star(/.*)?$"),
-            (r"/back\\slash/*", r"^/back\\slash/[^/]*(/.*)?$"),
+            // A backslash escapes only in a component with wildcards, as everywhere in the
+            // language: elsewhere it is part of the name.
+            (r"/back\\slash/*", r"^/back\\\\slash/[^/]*(/.*)?$"),
+            (r"/x/back\\slash*", r"^/x/back\\slash[^/]*(/.*)?$"),
             ("//a/./b/", r"^/a/b(/.*)?$"),
         ];
         for (glob, want) in cases {
@@ -178,11 +193,11 @@ mod tests {
         for (glob, says) in [
             ("relative/*", "absolute"),
             ("/a/../b/*", "`..`"),
-            ("/a/[bc", "closing"),
+            ("/a/[bc", "unclosed"),
             ("/a/[]x]", "class"),
             (r"/a/[\x]", "class"),
             ("/a/[b^c]", "class"),
-            ("/a/b\\", "end with"),
+            ("/a/b*\\", "dangling"),
         ] {
             match glob_to_regex(glob) {
                 Err(ProfileError::Glob { why, .. }) => assert!(why.contains(says), "{glob}: {why}"),
@@ -233,10 +248,10 @@ mod tests {
         assert_eq!(escape_regex("my-project ~#&"), "my-project ~#&");
     }
 
-    /// The regex matches a path exactly when the glob (as `cordon run` reads it, through
-    /// globset) matches that path or one of its ancestors.
+    /// The regex matches a path exactly when the pattern, as every other backend reads it
+    /// (`PathPattern::covers`), matches that path or one of its ancestors.
     #[test]
-    fn regexes_agree_with_globset_on_paths_and_what_is_below_them() {
+    fn regexes_agree_with_the_pattern_language() {
         let globs = [
             "/h/*.pem",
             "/h/.ssh/id_*",
@@ -246,6 +261,8 @@ mod tests {
             "/h/[!a]*/k",
             "/h/**/x/**/y",
             "/h/a.b",
+            "/h/{a,b}*",
+            r"/h/lit\*",
         ];
         let paths = [
             "/h/a.pem",
@@ -267,26 +284,20 @@ mod tests {
             "/h/1/x/2/3/y/z",
             "/h/aXb",
             "/h/a.b",
+            "/h/{a,b}1",
+            "/h/a1",
+            "/h/lit*",
+            "/h/litx",
         ];
-        let matcher = |glob: &str| {
-            globset::GlobBuilder::new(glob)
-                .literal_separator(true)
-                .backslash_escape(true)
-                .build()
-                .expect("glob")
-                .compile_matcher()
-        };
         for glob in globs {
-            let whole = matcher(glob);
-            // cordon's `**` matches no component too, so `/h/**` covers `/h`; globset's does
-            // not at the end of a pattern.
-            let without_tail = glob.strip_suffix("/**").map(matcher);
+            let pattern = crate::pattern::PathPattern::new(
+                std::path::Path::new("/"),
+                std::path::Path::new(&glob[1..]),
+            )
+            .expect("pattern");
             let re = regex::Regex::new(&glob_to_regex(glob).expect("translates")).expect("regex");
             for path in paths {
-                let p = std::path::Path::new(path);
-                let want = p.ancestors().any(|a| {
-                    whole.is_match(a) || without_tail.as_ref().is_some_and(|m| m.is_match(a))
-                });
+                let want = pattern.covers(std::path::Path::new(path));
                 assert_eq!(re.is_match(path), want, "{glob} on {path} (regex {re})");
             }
         }

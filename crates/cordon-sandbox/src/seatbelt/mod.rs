@@ -25,7 +25,7 @@ mod profile;
 use std::path::PathBuf;
 
 pub use exec::{Ended, ExecError, Programs, run};
-pub use glob::{escape_regex, glob_to_regex, is_glob, sbpl_string};
+pub use glob::{escape_regex, glob_to_regex, sbpl_string};
 pub use log::{IgnoreViolations, LogDenial, denials_in, log_show_args, parse_line, violations};
 pub use paths::canonical;
 pub use profile::{NamedProfile, Options, ProfileChoice, generate};

@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use cordon_sandbox::container::Engine;
 use cordon_sandbox::seatbelt::{
-    self, IgnoreViolations, NamedProfile, Options, ProfileChoice, Programs, is_glob,
+    self, IgnoreViolations, NamedProfile, Options, ProfileChoice, Programs,
 };
 use cordon_sandbox::{Limits, RunGuard, SandboxSpec, Violation};
 
@@ -239,7 +239,7 @@ fn seatbelt_profile(
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut hidden_globs = Vec::new();
     for p in run.deny_read {
-        let Some(text) = p.to_str().filter(|t| is_glob(t)) else {
+        let Some(text) = p.to_str().filter(|t| cordon_sandbox::pattern::is_wild(t.as_ref())) else {
             continue;
         };
         let absolute = match text.strip_prefix("~/") {

@@ -3,15 +3,15 @@
 //! run starts.
 
 use std::collections::HashSet;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fs::FileType;
 use std::io::ErrorKind;
 use std::ops::ControlFlow;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use globset::{GlobBuilder, GlobMatcher};
+pub use cordon_sandbox::pattern::is_wild;
+use cordon_sandbox::pattern::{Part, PathPattern};
 
 /// The flags whose paths are resolved here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,39 +124,13 @@ fn resolve(
     expand(path, anchor, rest, home, flag, caps)
 }
 
-pub fn is_wild(s: &OsStr) -> bool {
-    s.as_bytes().iter().any(|b| matches!(b, b'*' | b'?' | b'['))
-}
-
-/// A pattern's literal leading directory (from `anchor`), and the rest as parts to match.
-fn split(anchor: &Path, rest: &Path, shown: &str) -> anyhow::Result<(PathBuf, Pattern)> {
-    // The components before the first wildcard are walked to directly, never searched.
-    let mut base = anchor.to_path_buf();
-    let mut parts = Vec::new();
-    for component in rest.components() {
-        match component {
-            Component::Normal(name) if !parts.is_empty() || is_wild(name) => {
-                parts.push(Part::parse(name, shown)?);
-            }
-            Component::ParentDir if !parts.is_empty() => {
-                bail!("{shown}: `..` cannot follow a wildcard; move it before the first wildcard")
-            }
-            // `components()` leaves `.` out after the first component.
-            Component::CurDir if !parts.is_empty() => {}
-            other => base.push(other),
-        }
-    }
-    Ok((base, Pattern { parts }))
-}
-
 /// A pattern asked, at the moment of asking, whether a path is one of its matches or inside
 /// one, rather than expanded once: what is created after the start is covered too (for
 /// `cordon mcp`'s file tools, which live longer than a run).
 #[derive(Debug, Clone)]
 pub struct LivePattern {
     shown: String,
-    base: PathBuf,
-    pattern: Pattern,
+    pattern: PathPattern,
 }
 
 impl LivePattern {
@@ -172,13 +146,12 @@ impl LivePattern {
         if !is_wild(rest.as_os_str()) {
             return Ok(None);
         }
-        let (base, pattern) = split(anchor, rest, &shown)?;
+        let pattern = PathPattern::new(anchor, rest).with_context(|| shown.clone())?;
         // Matched against resolved paths; a base that does not exist yet is kept as written.
-        let base = std::fs::canonicalize(&base).unwrap_or(base);
+        let base = std::fs::canonicalize(pattern.base()).unwrap_or(pattern.base().to_path_buf());
         Ok(Some(LivePattern {
             shown: path.display().to_string(),
-            base,
-            pattern,
+            pattern: pattern.with_base(base),
         }))
     }
 
@@ -189,21 +162,7 @@ impl LivePattern {
 
     /// Whether `real` (a resolved path) matches, or lies inside something that matches.
     pub fn covers(&self, real: &Path) -> bool {
-        let Ok(rest) = real.strip_prefix(&self.base) else {
-            return false;
-        };
-        let done = self.pattern.done();
-        let mut states = self.pattern.start();
-        for component in rest.components() {
-            if states.contains(&done) {
-                return true;
-            }
-            if states.is_empty() {
-                return false;
-            }
-            states = self.pattern.step(&states, component.as_os_str());
-        }
-        states.contains(&done)
+        self.pattern.covers(real)
     }
 }
 
@@ -216,16 +175,17 @@ fn expand(
     caps: Caps,
 ) -> anyhow::Result<Resolved> {
     let shown = format!("{} {}", flag.name(), path.display());
-    let (base, pattern) = split(anchor, rest, &shown)?;
+    let pattern = PathPattern::new(anchor, rest).with_context(|| shown.clone())?;
     let mut out = Resolved::default();
-    let base = match std::fs::canonicalize(&base) {
+    let base = match std::fs::canonicalize(pattern.base()) {
         Ok(b) => b,
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
             out.warnings.push(nothing_matched(&shown, flag));
             return Ok(out);
         }
         Err(e) => {
-            return Err(e).with_context(|| format!("{shown}: cannot resolve {}", base.display()));
+            return Err(e)
+                .with_context(|| format!("{shown}: cannot resolve {}", pattern.base().display()));
         }
     };
     let walk = Walker::new(&pattern, caps).run(&base);
@@ -255,7 +215,7 @@ fn expand(
                 || home
                     .and_then(|h| std::fs::canonicalize(h).ok())
                     .is_some_and(|h| h == base);
-            if at_top && pattern.parts.iter().any(|p| matches!(p, Part::Recursive)) {
+            if at_top && pattern.parts().iter().any(|p| matches!(p, Part::Recursive)) {
                 out.warnings.push(format!(
                     "{shown}: `**` from {} searches a very large tree on every run; start the pattern with a deeper directory",
                     base.display()
@@ -312,140 +272,6 @@ fn nothing_matched(shown: &str, flag: Flag) -> String {
     }
 }
 
-/// One path component of a pattern.
-#[derive(Debug, Clone)]
-enum Part {
-    /// `**`: any number of components, none included.
-    Recursive,
-    Literal(OsString),
-    Glob(GlobMatcher),
-}
-
-impl Part {
-    fn parse(name: &OsStr, shown: &str) -> anyhow::Result<Part> {
-        if name == "**" {
-            return Ok(Part::Recursive);
-        }
-        if !is_wild(name) {
-            return Ok(Part::Literal(name.to_os_string()));
-        }
-        let Some(text) = name.to_str() else {
-            bail!("{shown}: a component with wildcards must be valid UTF-8");
-        };
-        let glob = GlobBuilder::new(&literal_braces(text))
-            .literal_separator(true)
-            .backslash_escape(true)
-            .build()
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "{shown}: `{text}` is not a valid pattern: {}; write `\\*`, `\\?` or `\\[` for the character itself",
-                    e.kind()
-                )
-            })?;
-        Ok(Part::Glob(glob.compile_matcher()))
-    }
-}
-
-/// globset reads `{a,b}` as alternatives; here braces are ordinary characters, as they are
-/// in a path without wildcards.
-fn literal_braces(glob: &str) -> String {
-    let mut out = String::with_capacity(glob.len());
-    let mut chars = glob.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                out.push(c);
-                out.extend(chars.next());
-            }
-            '{' | '}' => {
-                out.push('\\');
-                out.push(c);
-            }
-            // Inside a class braces are already literal and a backslash is no escape. A `]`
-            // right after the opening `[`, `[!` or `[^` belongs to the class.
-            '[' => {
-                out.push(c);
-                if let Some(&n @ ('!' | '^')) = chars.peek() {
-                    out.push(n);
-                    chars.next();
-                }
-                if chars.peek() == Some(&']') {
-                    out.push(']');
-                    chars.next();
-                }
-                for n in chars.by_ref() {
-                    out.push(n);
-                    if n == ']' {
-                        break;
-                    }
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// The pattern after its literal base, matched one component at a time. A state is the index
-/// of the next part to match; `parts.len()` means the whole pattern matched. Several states
-/// are live at once only through `**`.
-#[derive(Debug, Clone)]
-struct Pattern {
-    parts: Vec<Part>,
-}
-
-impl Pattern {
-    fn done(&self) -> usize {
-        self.parts.len()
-    }
-
-    fn start(&self) -> Vec<usize> {
-        self.close(vec![0])
-    }
-
-    /// `**` may match no component at all, so being before it is also being after it.
-    fn close(&self, mut states: Vec<usize>) -> Vec<usize> {
-        let mut i = 0;
-        while let Some(&s) = states.get(i) {
-            if matches!(self.parts.get(s), Some(Part::Recursive)) && !states.contains(&(s + 1)) {
-                states.push(s + 1);
-            }
-            i += 1;
-        }
-        states.sort_unstable();
-        states.dedup();
-        states
-    }
-
-    fn step(&self, states: &[usize], name: &OsStr) -> Vec<usize> {
-        let mut next = Vec::new();
-        for &s in states {
-            match self.parts.get(s) {
-                Some(Part::Recursive) => next.push(s),
-                Some(Part::Literal(l)) if l == name => next.push(s + 1),
-                Some(Part::Glob(g)) if g.is_match(Path::new(name)) => next.push(s + 1),
-                _ => {}
-            }
-        }
-        self.close(next)
-    }
-
-    /// When every live state wants one exact name, those names are looked up rather than the
-    /// directory listed: `src/*/Cargo.toml` costs one lookup per crate, however big each is.
-    fn only_names(&self, states: &[usize]) -> Option<Vec<&OsStr>> {
-        let mut names: Vec<&OsStr> = states
-            .iter()
-            .map(|&s| match self.parts.get(s) {
-                Some(Part::Literal(l)) => Some(l.as_os_str()),
-                _ => None,
-            })
-            .collect::<Option<_>>()?;
-        names.sort_unstable();
-        names.dedup();
-        Some(names)
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
     Visits,
@@ -466,14 +292,14 @@ struct Walk {
 /// matched (what is in it is covered with it).
 #[derive(Debug)]
 struct Walker<'a> {
-    pattern: &'a Pattern,
+    pattern: &'a PathPattern,
     caps: Caps,
     stack: Vec<(PathBuf, Vec<usize>)>,
     walk: Walk,
 }
 
 impl<'a> Walker<'a> {
-    fn new(pattern: &'a Pattern, caps: Caps) -> Self {
+    fn new(pattern: &'a PathPattern, caps: Caps) -> Self {
         Walker {
             pattern,
             caps,
@@ -941,7 +767,7 @@ mod tests {
     #[test]
     fn names_that_are_not_utf8_still_match() {
         let t = Tree::new(&[]);
-        let name = OsStr::from_bytes(b"\xff.pem");
+        let name = <OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"\xff.pem");
         std::fs::write(t.root.join(name), "x").expect("write");
         let r = t.resolve("*.pem", Flag::DenyRead).expect("resolves");
         assert_eq!(r.paths, [t.root.join(name)]);
