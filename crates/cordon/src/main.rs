@@ -1,10 +1,6 @@
-//! `cordon`: the command-line front of the policy engine (and, later, the sandbox).
+//! `cordon`: the command line over cordon's application core (`cordon-app`).
 
-mod bounds;
 mod cli;
-#[cfg(unix)]
-mod exec;
-mod settings;
 
 use std::process::ExitCode;
 

@@ -211,7 +211,7 @@ struct ErrorLine {
 struct Reply {
     #[serde(rename = "type")]
     kind: String,
-    #[serde(deserialize_with = "crate::bounds::question_id")]
+    #[serde(deserialize_with = "cordon_app::bounds::question_id")]
     id: u64,
     answer: Answer,
 }

@@ -239,7 +239,10 @@ fn seatbelt_profile(
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut hidden_globs = Vec::new();
     for p in run.deny_read {
-        let Some(text) = p.to_str().filter(|t| cordon_sandbox::pattern::is_wild(t.as_ref())) else {
+        let Some(text) = p
+            .to_str()
+            .filter(|t| cordon_sandbox::pattern::is_wild(t.as_ref()))
+        else {
             continue;
         };
         let absolute = match text.strip_prefix("~/") {

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use super::placement::Placer;
 use super::{CallFlags, PolicyFlags};
-use crate::exec::Placement;
 use crate::exit;
+use cordon_app::exec::Placement;
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -222,7 +222,7 @@ impl<'a> LiveDecider<'a> {
 
     fn fingerprint(&self) -> u64 {
         let given = self.sandbox.and_then(|s| s.settings_file());
-        self.policy.fingerprint() ^ crate::settings::fingerprint(given)
+        self.policy.fingerprint() ^ cordon_app::settings::fingerprint(given)
     }
 
     /// The policy and settings files that lie where the runs may write (the working
@@ -245,7 +245,7 @@ impl<'a> LiveDecider<'a> {
             .chain(sandbox.settings_file().map(Path::to_path_buf))
             .filter(|f| places.iter().any(|p| f.starts_with(p)))
             .collect();
-        crate::settings::fingerprint(files.iter().map(PathBuf::as_path))
+        cordon_app::settings::fingerprint(files.iter().map(PathBuf::as_path))
     }
 
     /// The decider for the next request, reloaded if a file changed since the last one.
@@ -314,12 +314,12 @@ impl Decider {
     /// As [`Decider::for_runs`], with those settings read already.
     pub fn for_runs_with(
         policy: &super::PolicyFlags,
-        settings: &crate::settings::Settings,
+        settings: &cordon_app::settings::Settings,
     ) -> anyhow::Result<Self> {
         Ok(Decider::with_settings(policy.engine()?, settings))
     }
 
-    fn with_settings(engine: PolicyEngine, s: &crate::settings::Settings) -> Self {
+    fn with_settings(engine: PolicyEngine, s: &cordon_app::settings::Settings) -> Self {
         Decider {
             engine,
             auto_allow: s

@@ -4,7 +4,7 @@ use anyhow::Context;
 use clap::Subcommand;
 use serde_json::Value;
 
-use crate::settings::{self, LayerValues, Places, Settings, Source};
+use cordon_app::settings::{self, LayerValues, Places, Settings, Source};
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {

@@ -18,11 +18,11 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use super::PolicyFlags;
 use super::check::{MAX_LINE, parse_call, read_line};
 use super::run::SandboxFlags;
-use crate::bounds;
-use crate::exec::{
+use crate::exit;
+use cordon_app::bounds;
+use cordon_app::exec::{
     Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Stream, Utf8Chunks, WorkDir,
 };
-use crate::exit;
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {

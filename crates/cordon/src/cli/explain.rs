@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::PolicyFlags;
 use super::run::{Plan, RunArgs, plan, with_settings};
-use crate::exec::Placement;
+use cordon_app::exec::Placement;
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {

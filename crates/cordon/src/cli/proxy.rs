@@ -12,7 +12,7 @@ use clap::Args;
 use cordon_net::{Blocked, DomainRule, Proxy, ProxyConfig, Rules};
 
 use super::ask::{AskVia, JsonAsker, Lines, TerminalAsker, write_line};
-use crate::settings::{self, LayerValues, Places, Settings};
+use cordon_app::settings::{self, LayerValues, Places, Settings};
 
 /// Which hosts may be reached: shared by `cordon run` and `cordon proxy`.
 #[derive(Debug, Clone, Args, Default)]

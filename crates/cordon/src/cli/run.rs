@@ -15,8 +15,8 @@ use cordon_sandbox::{
 use super::paths::{Flag, LivePattern, resolve_all};
 use super::proxy::RunProxy;
 use super::push_each;
-use crate::bounds;
-use crate::settings::{self, Layer, LayerValues, Places, Sourced, all, some, value};
+use cordon_app::bounds;
+use cordon_app::settings::{self, Layer, LayerValues, Places, Sourced, all, some, value};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Network {

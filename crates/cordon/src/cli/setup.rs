@@ -30,19 +30,7 @@ pub fn own_settings_dirs() -> Vec<PathBuf> {
         .collect()
 }
 
-/// `$XDG_CONFIG_HOME/cordon` or `~/.config/cordon`: the user's settings and policies.
-pub fn user_settings_dir() -> Option<PathBuf> {
-    user_policy_dir()?.parent().map(Path::to_path_buf)
-}
-
-/// `$XDG_CONFIG_HOME/cordon/policies` or `~/.config/cordon/policies`.
-pub fn user_policy_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("cordon").join("policies"))
-}
+pub use cordon_app::{user_policy_dir, user_settings_dir};
 
 impl PolicyFlags {
     /// These flags as the command line that gives them, for a `cordon mcp` worker that must
@@ -73,7 +61,7 @@ impl PolicyFlags {
     pub fn source_paths(&self) -> anyhow::Result<Vec<PathBuf>> {
         let env = self.environment()?;
         let sources = self.sources_without_settings(&env)?;
-        let places = crate::settings::Places::from(&env.cwd);
+        let places = cordon_app::settings::Places::from(&env.cwd);
         Ok(sources
             .user_dirs
             .iter()
@@ -115,24 +103,24 @@ impl PolicyFlags {
 
     /// cordon.toml's layers merged under these flags (the workspace's file counts as trusted
     /// only with --trust-workspace).
-    pub fn settings(&self, env: &Environment) -> anyhow::Result<crate::settings::Settings> {
-        let flags = crate::settings::LayerValues {
-            allowed_tools: crate::settings::some(&self.allowed_tools),
+    pub fn settings(&self, env: &Environment) -> anyhow::Result<cordon_app::settings::Settings> {
+        let flags = cordon_app::settings::LayerValues {
+            allowed_tools: cordon_app::settings::some(&self.allowed_tools),
             excluded_tools: self.excluded_tools.clone(),
             ..Default::default()
         };
-        crate::settings::load(
-            &crate::settings::Places::from(&env.cwd),
+        cordon_app::settings::load(
+            &cordon_app::settings::Places::from(&env.cwd),
             flags,
             self.trust_workspace,
         )
     }
 
     /// The tool settings: cordon.toml's `[policy]` tables merged under these flags.
-    fn tool_settings(s: &crate::settings::Settings) -> SettingsRules {
+    fn tool_settings(s: &cordon_app::settings::Settings) -> SettingsRules {
         SettingsRules {
-            allowed_tools: crate::settings::value(s.allowed_tools.clone()).unwrap_or_default(),
-            excluded_tools: crate::settings::all(s.excluded_tools.clone()),
+            allowed_tools: cordon_app::settings::value(s.allowed_tools.clone()).unwrap_or_default(),
+            excluded_tools: cordon_app::settings::all(s.excluded_tools.clone()),
         }
     }
 
@@ -181,7 +169,7 @@ impl PolicyFlags {
     /// layers): a long-running `check --jsonl` rebuilds its engine when it changes.
     pub fn fingerprint(&self) -> u64 {
         self.source_paths().map_or(0, |paths| {
-            crate::settings::fingerprint(paths.iter().map(PathBuf::as_path))
+            cordon_app::settings::fingerprint(paths.iter().map(PathBuf::as_path))
         })
     }
 
@@ -191,7 +179,9 @@ impl PolicyFlags {
     }
 
     /// The engine and the merged settings it was built with, read once.
-    pub fn engine_and_settings(&self) -> anyhow::Result<(PolicyEngine, crate::settings::Settings)> {
+    pub fn engine_and_settings(
+        &self,
+    ) -> anyhow::Result<(PolicyEngine, cordon_app::settings::Settings)> {
         let env = self.environment()?;
         let settings = self.settings(&env)?;
         let set: PolicySet = load(&PolicySources {

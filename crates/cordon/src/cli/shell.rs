@@ -18,8 +18,8 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::PolicyFlags;
 use super::run::SandboxFlags;
-use crate::exec::{Control, Io, Placement, RunOptions, Runner};
 use crate::exit;
+use cordon_app::exec::{Control, Io, Placement, RunOptions, Runner};
 
 #[derive(Debug, Args)]
 pub struct ShellArgs {

@@ -42,11 +42,11 @@ pub struct ReadFile {
     /// The file to read: absolute, or relative to the workspace.
     pub file_path: String,
     /// The first line to return, counting from 0 (default 0).
-    #[serde(default, deserialize_with = "crate::bounds::read_offset")]
+    #[serde(default, deserialize_with = "cordon_app::bounds::read_offset")]
     #[schemars(range(min = 0, max = 1_000_000_000))]
     pub offset: Option<u64>,
     /// How many lines to return (default and most: 2000).
-    #[serde(default, deserialize_with = "crate::bounds::read_limit")]
+    #[serde(default, deserialize_with = "cordon_app::bounds::read_limit")]
     #[schemars(range(min = 0, max = 1_000_000_000))]
     pub limit: Option<u64>,
 }
@@ -70,7 +70,10 @@ pub struct Replace {
     /// The text to put in its place.
     pub new_string: String,
     /// How many times `old_string` must occur; every occurrence is replaced (default 1).
-    #[serde(default, deserialize_with = "crate::bounds::expected_replacements")]
+    #[serde(
+        default,
+        deserialize_with = "cordon_app::bounds::expected_replacements"
+    )]
     #[schemars(range(min = 0, max = 1_000_000_000))]
     pub expected_replacements: Option<u64>,
 }
@@ -250,7 +253,7 @@ impl Workspace {
     /// The directory a command runs in (`dir_path`, or the working directory), checked and
     /// held open: the run starts in the directory that was checked, whatever its name leads to
     /// by then (a command running at the same time may swap it for a link).
-    pub fn run_dir(&self, path: Option<&str>) -> Result<crate::exec::WorkDir, String> {
+    pub fn run_dir(&self, path: Option<&str>) -> Result<cordon_app::exec::WorkDir, String> {
         let shown = path.unwrap_or(".");
         let real = self.real_dir(shown)?;
         let root = self
@@ -259,7 +262,7 @@ impl Workspace {
             .find(|r| real.starts_with(r))
             .ok_or_else(|| format!("`{shown}` leads outside the workspace; refused"))?;
         let rel = real.strip_prefix(root).unwrap_or(Path::new(""));
-        let dir = crate::exec::WorkDir::open(root)
+        let dir = cordon_app::exec::WorkDir::open(root)
             .map_err(|e| format!("cannot open `{}`: {e}", root.display()))?
             .beneath(rel)?;
         // Opened beneath the workspace, so it is inside; but a swap since `real_dir` may have

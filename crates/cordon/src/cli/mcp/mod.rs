@@ -35,8 +35,8 @@ use super::PolicyFlags;
 use super::backend::BackendArgs;
 use super::check::Decider;
 use super::run::SandboxFlags;
-use crate::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Utf8Chunks};
 use crate::exit;
+use cordon_app::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Utf8Chunks};
 use files::Workspace;
 
 #[derive(Debug, Args)]
@@ -77,7 +77,7 @@ struct RunShellCommand {
     /// Where it runs, as the settings place it (worked out by cordon, not given).
     #[serde(skip)]
     #[schemars(skip)]
-    placement: crate::exec::Placement,
+    placement: cordon_app::exec::Placement,
 }
 
 /// A call's arguments, read as its tool takes them.
@@ -215,9 +215,9 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
     if container.is_none() {
         // `sandbox.backend` and `[container]` in the settings choose as for `cordon run`.
         args.backend.settle(
-            crate::settings::value(settings.backend.clone()),
-            crate::settings::value(settings.container_image.clone()),
-            crate::settings::value(settings.container_profile.clone()),
+            cordon_app::settings::value(settings.backend.clone()),
+            cordon_app::settings::value(settings.container_image.clone()),
+            cordon_app::settings::value(settings.container_profile.clone()),
         )?;
         args.backend.validate()?;
         if args.backend.container_engine().is_some() {
@@ -347,7 +347,7 @@ fn question(call: &ToolCall, parsed: &Parsed, outcome: &Outcome) -> ElicitReques
             if let Some(d) = &a.dir_path {
                 s.push_str(&format!(" in {d}"));
             }
-            if let crate::exec::Placement::Outside { why } = &a.placement {
+            if let cordon_app::exec::Placement::Outside { why } = &a.placement {
                 s.push_str(&format!(", OUTSIDE cordon's sandbox ({why}),"));
             }
             s
@@ -600,7 +600,7 @@ impl Server {
             // In cordon's container, the container is the sandbox: a second one inside it
             // would need user namespaces, which engines refuse, and could only be weaker.
             placement: match &self.container {
-                Some(name) => crate::exec::Placement::Outside {
+                Some(name) => cordon_app::exec::Placement::Outside {
                     why: format!("inside container {name}, which is the sandbox"),
                 },
                 None => a.placement.clone(),
@@ -691,17 +691,17 @@ impl Server {
             notes.push("timed out".into());
         }
         match (&a.placement, &self.container) {
-            (crate::exec::Placement::Outside { why }, None) => {
+            (cordon_app::exec::Placement::Outside { why }, None) => {
                 notes.push(format!("ran outside the sandbox: {why}"));
             }
             // Nothing leaves the container: what the settings place outside runs in it too.
-            (crate::exec::Placement::Outside { why }, Some(name)) => notes.push(format!(
+            (cordon_app::exec::Placement::Outside { why }, Some(name)) => notes.push(format!(
                 "ran in container {name}: the settings place it outside cordon's sandbox ({why}), and the container is the sandbox"
             )),
-            (crate::exec::Placement::Sandbox, Some(name)) => {
+            (cordon_app::exec::Placement::Sandbox, Some(name)) => {
                 notes.push(format!("ran in container {name}"));
             }
-            (crate::exec::Placement::Sandbox, None) => {}
+            (cordon_app::exec::Placement::Sandbox, None) => {}
         }
         if let Some(e) = &result.setup_error {
             notes.push(format!("the sandbox could not be set up: {e}"));

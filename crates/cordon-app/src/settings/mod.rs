@@ -199,7 +199,7 @@ impl Places {
         let managed = std::env::var_os("CORDON_MANAGED_SETTINGS")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/etc/cordon/cordon.toml"));
-        let user = crate::cli::user_settings_dir().map(|d| d.join("cordon.toml"));
+        let user = crate::user_settings_dir().map(|d| d.join("cordon.toml"));
         let home = std::env::var_os("HOME").map(PathBuf::from);
         // The nearest `.cordon/cordon.toml` above the working directory, short of the home
         // directory, whose `.cordon` is no project's.
