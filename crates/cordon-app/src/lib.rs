@@ -8,7 +8,10 @@
 
 pub mod bounds;
 #[cfg(unix)]
+pub mod decide;
+#[cfg(unix)]
 pub mod exec;
+pub mod policy;
 pub mod settings;
 
 use std::path::{Path, PathBuf};

@@ -20,6 +20,7 @@ use super::check::{MAX_LINE, parse_call, read_line};
 use super::run::SandboxFlags;
 use crate::exit;
 use cordon_app::bounds;
+use cordon_app::decide::LiveDecider;
 use cordon_app::exec::{
     Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Stream, Utf8Chunks, WorkDir,
 };
@@ -254,7 +255,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     if !args.jsonl {
         anyhow::bail!("cordon exec speaks JSON lines only so far; pass --jsonl (docs/PROTOCOL.md)");
     }
-    let mut decider = super::check::LiveDecider::new(&args.policy, Some(&args.sandbox))?;
+    let mut decider = LiveDecider::new(args.policy.config(), Some(&args.sandbox))?;
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
     let (events, queue) = sync_channel::<Value>(EVENT_QUEUE);
@@ -308,7 +309,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     let mut input = std::io::stdin().lock();
     let mut line = Vec::new();
     let mut n = 0;
-    let defaults = args.policy.options();
+    let defaults = args.policy.config().options();
     loop {
         n += 1;
         let Some(complete) = read_line(&mut input, &mut line)? else {
@@ -399,7 +400,7 @@ type Refusal = (Option<String>, String);
 /// One request line; an error names the id when the line had one.
 fn handle(
     shared: &Arc<Shared>,
-    decider: &mut super::check::LiveDecider<'_>,
+    decider: &mut LiveDecider<'_>,
     defaults: &cordon_policy::CheckOptions,
     text: &str,
 ) -> Result<(), Refusal> {

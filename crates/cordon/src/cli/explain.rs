@@ -21,7 +21,7 @@ pub struct ExplainArgs {
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
-    let decider = super::check::Decider::for_runs(&args.policy, &args.run.sandbox)?;
+    let decider = cordon_app::decide::Decider::for_runs(&args.policy.config(), &args.run.sandbox)?;
     let run = with_settings(args.run)?;
     let plan = plan(&run)?;
     plan.warn();
@@ -47,7 +47,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
     );
     // `cordon run` always sandboxes; the settings may place an agent's run elsewhere.
     let placement = decider.placer.place(&command, false).unwrap_or_default();
-    let outcome = decider.check_placed(&call, args.policy.options(), Some(&placement));
+    let outcome = decider.check_placed(&call, args.policy.config().options(), Some(&placement));
     let net = run.net_summary();
     let report = json!({
         "command": command,

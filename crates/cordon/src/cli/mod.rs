@@ -16,7 +16,6 @@ mod explain;
 mod mcp;
 #[cfg(unix)]
 mod paths;
-mod placement;
 mod policy;
 #[cfg(unix)]
 mod proxy;

@@ -70,8 +70,8 @@ pub fn run(cmd: PolicyCommand) -> anyhow::Result<u8> {
 
 fn lint(args: LintArgs) -> anyhow::Result<u8> {
     let sources = if args.dirs.is_empty() {
-        let env = args.policy.environment()?;
-        args.policy.sources(&env)?
+        let env = args.policy.config().environment()?;
+        args.policy.config().sources(&env)?
     } else {
         PolicySources {
             user_dirs: args.dirs.clone(),
@@ -108,8 +108,8 @@ fn lint(args: LintArgs) -> anyhow::Result<u8> {
 
 fn explain(args: ExplainArgs) -> anyhow::Result<u8> {
     let call = args.call.call()?;
-    let engine = args.policy.engine()?;
-    let explanation = engine.explain(&call, args.policy.options(), &ProcessRunner);
+    let engine = args.policy.config().engine()?;
+    let explanation = engine.explain(&call, args.policy.config().options(), &ProcessRunner);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&explanation)?);
     } else {

@@ -133,14 +133,6 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
-/// The time limit of each command `exec`, `shell` and `mcp` run, from `--timeout` or
-/// `limits.timeout`: given to each run, so that one with no child `cordon run` to read the
-/// settings (one placed outside the sandbox, or in cordon's container) keeps it too.
-pub fn each_run_timeout(s: &settings::Settings) -> Option<Duration> {
-    // Reading the settings held it to its range.
-    value(s.timeout.clone()).and_then(|t| bounds::timeout(t).ok())
-}
-
 impl SandboxFlags {
     /// The time limit given on the command line, if any.
     pub fn timeout(&self) -> Option<f64> {
@@ -334,6 +326,20 @@ impl SandboxFlags {
             ..Places::from(&cwd)
         };
         settings::load(&places, self.layer(), self.trust_project || also_trusted)
+    }
+}
+
+impl cordon_app::decide::RunSettings for SandboxFlags {
+    fn settings(&self, also_trusted: bool) -> anyhow::Result<settings::Settings> {
+        SandboxFlags::settings(self, also_trusted)
+    }
+
+    fn settings_file(&self) -> Option<&Path> {
+        SandboxFlags::settings_file(self)
+    }
+
+    fn allow_write(&self) -> &[PathBuf] {
+        SandboxFlags::allow_write(self)
     }
 }
 

@@ -42,10 +42,10 @@ fn default_history() -> Option<PathBuf> {
 }
 
 pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
-    let decider = super::check::Decider::for_runs(&args.policy, &args.sandbox)?;
+    let decider = cordon_app::decide::Decider::for_runs(&args.policy.config(), &args.sandbox)?;
     let runner =
         Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
-    let options = args.policy.options();
+    let options = args.policy.config().options();
     let network = if args.sandbox.host_network() {
         "host network"
     } else if args.sandbox.net.any_allowed() {

@@ -33,9 +33,9 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::PolicyFlags;
 use super::backend::BackendArgs;
-use super::check::Decider;
 use super::run::SandboxFlags;
 use crate::exit;
+use cordon_app::decide::Decider;
 use cordon_app::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Utf8Chunks};
 use files::Workspace;
 
@@ -227,7 +227,7 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
             bail!("--dry-run shows the engine's command for --backend docker, podman or container");
         }
     }
-    let decider = Decider::for_runs_with(&args.policy, &settings)?;
+    let decider = Decider::for_runs_with(&args.policy.config(), &settings)?;
     // The walls each command's sandbox will have, for the file tools that work outside it.
     let (plan, live) = super::run::plan_for(&args.sandbox)?;
     if container.is_none() {
@@ -254,7 +254,7 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
     let (stdin, input_ended) = input::Watched::new(tokio::io::stdin());
     let server = Server {
         decider: Arc::new(decider),
-        options: args.policy.options(),
+        options: args.policy.config().options(),
         runner: Arc::new(runner),
         workspace: Arc::new(workspace),
         runs: Arc::clone(&runs),

@@ -199,10 +199,10 @@ pub fn launch(args: McpArgs) -> anyhow::Result<u8> {
 
     let binary = this_binary()?;
     // Refused here, before a container starts, rather than by the worker inside.
-    let policy = super::super::check::Decider::new(&args.policy)?;
+    let policy = cordon_app::decide::Decider::new(&args.policy.config())?;
     drop(policy);
     let mut mounts = binary.mounts;
-    for p in args.policy.source_paths()? {
+    for p in args.policy.config().source_paths()? {
         if p.exists() && !mounts.iter().any(|m| m.to == p) {
             mounts.push(Mount {
                 from: p.clone(),
@@ -222,11 +222,11 @@ pub fn launch(args: McpArgs) -> anyhow::Result<u8> {
             });
         }
     }
-    let fingerprint = args.policy.fingerprint();
+    let fingerprint = args.policy.config().fingerprint();
     // Where the container shows the host: the project, the other workspaces, and what
     // `--allow-write` opens (mounted at their own paths).
     let mut others = Vec::new();
-    for w in args.policy.workspace_dirs()? {
+    for w in args.policy.config().workspace_dirs()? {
         let w = std::fs::canonicalize(&w).unwrap_or(w);
         if !w.starts_with(&real) {
             others.push(w);
@@ -289,7 +289,7 @@ pub fn inside(args: &McpArgs) -> anyhow::Result<Option<String>> {
             "--worker needs --policy-fingerprint: the fingerprint of the launcher's policy files"
         );
     };
-    if args.policy.fingerprint() != expected {
+    if args.policy.config().fingerprint() != expected {
         bail!(
             "the policy files seen inside the container {name} differ from those the launcher read (a policy directory or settings file missing, or changed since); cordon will not decide with another policy; start `cordon mcp --backend …` again"
         );

@@ -12,8 +12,8 @@
 
 use cordon_policy::shell::{Role, analyse};
 
-use cordon_app::exec::Placement;
-use cordon_app::settings::Settings;
+use crate::exec::Placement;
+use crate::settings::Settings;
 
 /// The settings that place commands, as merged.
 #[derive(Debug, Clone, Default)]
@@ -136,7 +136,7 @@ fn excluded_by<'a>(patterns: &'a [String], script: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cordon_app::settings::{Layer, Source, Sourced};
+    use crate::settings::{Layer, Source, Sourced};
 
     fn sourced<T>(value: T) -> Option<Sourced<T>> {
         Some(Sourced {
@@ -227,7 +227,7 @@ mod tests {
         assert!(!outside(&here, "ls"));
         let required = Placer::from_settings(&Settings {
             enabled: sourced(false),
-            locks: cordon_app::settings::Locks {
+            locks: crate::settings::Locks {
                 sandbox_required: true,
                 ..Default::default()
             },

@@ -1,0 +1,224 @@
+//! Deciding a tool call: the policy engine with what the settings add to its answers (where a
+//! command runs, `auto_allow_if_sandboxed`, each run's time limit), and a decider that follows
+//! its files while a long-running cordon (`check --jsonl`, `exec`, `mcp`) lives.
+
+mod placement;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cordon_policy::{Decision, Outcome, PolicyEngine, ProcessRunner, Tier, ToolCall};
+
+use crate::exec::Placement;
+use crate::policy::PolicyConfig;
+use crate::settings::{Settings, value};
+pub use placement::Placer;
+
+/// Where the settings of the commands a decider's runs come from (`--settings`,
+/// `--profile`, `--trust-project` and the run flags), and where those runs may write.
+pub trait RunSettings: std::fmt::Debug {
+    /// The runs' settings, every layer merged; `also_trusted` trusts the project's file as
+    /// the policy's `--trust-workspace` does.
+    fn settings(&self, also_trusted: bool) -> anyhow::Result<Settings>;
+    /// A settings file given by name (`--settings`), read live like the policy files.
+    fn settings_file(&self) -> Option<&Path>;
+    /// The places runs may write besides the working directory (`--allow-write`).
+    fn allow_write(&self) -> &[PathBuf];
+}
+
+/// The time limit of each command `exec`, `shell` and `mcp` run, from `--timeout` or
+/// `limits.timeout`: given to each run, so that one with no child `cordon run` to read the
+/// settings (one placed outside the sandbox, or in cordon's container) keeps it too.
+pub fn each_run_timeout(s: &Settings) -> Option<Duration> {
+    // Reading the settings held it to its range.
+    value(s.timeout.clone()).and_then(|t| crate::bounds::timeout(t).ok())
+}
+
+/// A decider for a long-running cordon (`check --jsonl`, `exec`) that follows its files:
+/// policy or settings edited since the last request are decided with, and while they do not
+/// load nothing is decided at all (never with the stale ones).
+#[derive(Debug)]
+pub struct LiveDecider<'a> {
+    policy: PolicyConfig,
+    /// For the deciders of runs (see [`Decider::for_runs`]).
+    sandbox: Option<&'a dyn RunSettings>,
+    stamp: u64,
+    /// The fingerprint of the files among those that lie where runs may write.
+    written_stamp: u64,
+    decider: anyhow::Result<Decider>,
+}
+
+impl<'a> LiveDecider<'a> {
+    /// The first decider must load: a broken file at start is the caller's error.
+    pub fn new(policy: PolicyConfig, sandbox: Option<&'a dyn RunSettings>) -> anyhow::Result<Self> {
+        let mut live = LiveDecider {
+            policy,
+            sandbox,
+            stamp: 0,
+            written_stamp: 0,
+            decider: Err(anyhow::anyhow!("not loaded yet")),
+        };
+        live.stamp = live.fingerprint();
+        live.written_stamp = live.writable_fingerprint();
+        live.decider = Ok(live.load()?);
+        Ok(live)
+    }
+
+    fn load(&self) -> anyhow::Result<Decider> {
+        match self.sandbox {
+            Some(sandbox) => Decider::for_runs(&self.policy, sandbox),
+            None => Decider::new(&self.policy),
+        }
+    }
+
+    fn fingerprint(&self) -> u64 {
+        let given = self.sandbox.and_then(|s| s.settings_file());
+        self.policy.fingerprint() ^ crate::settings::fingerprint(given)
+    }
+
+    /// The policy and settings files that lie where the runs may write (the working
+    /// directory and `--allow-write` places), fingerprinted.
+    fn writable_fingerprint(&self) -> u64 {
+        let Some(sandbox) = self.sandbox else {
+            return 0;
+        };
+        let Ok(cwd) = std::env::current_dir() else {
+            return 0;
+        };
+        let places: Vec<PathBuf> = std::iter::once(cwd.clone())
+            .chain(sandbox.allow_write().iter().map(|p| cwd.join(p)))
+            .collect();
+        let files: Vec<PathBuf> = self
+            .policy
+            .source_paths()
+            .unwrap_or_default()
+            .into_iter()
+            .chain(sandbox.settings_file().map(Path::to_path_buf))
+            .filter(|f| places.iter().any(|p| f.starts_with(p)))
+            .collect();
+        crate::settings::fingerprint(files.iter().map(PathBuf::as_path))
+    }
+
+    /// The decider for the next request, reloaded if a file changed since the last one.
+    pub fn current(&mut self) -> Result<&Decider, String> {
+        self.current_unless_running(false)
+    }
+
+    /// As [`Self::current`]; but while runs are going (`running`), a change to a file where
+    /// they may write waits until they have ended. A sandbox keeps cordon's own files
+    /// read-only, but where it cannot (the Landlock-only fallback puts them back only after
+    /// the run), a run could otherwise plant the rules the next run is decided by.
+    pub fn current_unless_running(&mut self, running: bool) -> Result<&Decider, String> {
+        let now = self.fingerprint();
+        if now != self.stamp {
+            let written = self.writable_fingerprint();
+            if running && written != self.written_stamp {
+                tracing::info!(
+                    "policy or settings changed where runs may write: applied once they end"
+                );
+                return self.decider.as_ref().map_err(|e| {
+                    format!("the policy or settings changed and no longer load; fix them: {e:#}")
+                });
+            }
+            self.stamp = now;
+            self.written_stamp = written;
+            self.decider = self.load();
+            match &self.decider {
+                Ok(_) => tracing::info!("policy or settings changed: reloaded"),
+                Err(e) => tracing::warn!("policy or settings changed and do not load: {e:#}"),
+            }
+        }
+        self.decider.as_ref().map_err(|e| {
+            format!("the policy or settings changed and no longer load; fix them: {e:#}")
+        })
+    }
+}
+
+/// The policy engine with what the settings add to its answers: what `check`, `exec`,
+/// `shell` and `mcp` decide with, and where the commands they allow run.
+#[derive(Debug)]
+pub struct Decider {
+    pub engine: PolicyEngine,
+    /// Where `sandbox.auto_allow_if_sandboxed = true` came from, if it is on.
+    auto_allow: Option<String>,
+    pub placer: Placer,
+    /// `limits.timeout` (or `--timeout`), for runs that do not give their own.
+    pub timeout: Option<std::time::Duration>,
+}
+
+impl Decider {
+    /// With the settings the policy flags find (`cordon check`).
+    pub fn new(policy: &PolicyConfig) -> anyhow::Result<Self> {
+        let (engine, settings) = policy.engine_and_settings()?;
+        Ok(Decider::with_settings(engine, &settings))
+    }
+
+    /// For the commands `exec`, `shell` and `mcp` run: placed by the settings their sandbox
+    /// flags find (`--settings`, `--profile` and `--trust-project` included).
+    pub fn for_runs(policy: &PolicyConfig, sandbox: &dyn RunSettings) -> anyhow::Result<Self> {
+        Decider::for_runs_with(policy, &sandbox.settings(policy.trust_workspace)?)
+    }
+
+    /// As [`Decider::for_runs`], with those settings read already.
+    pub fn for_runs_with(
+        policy: &PolicyConfig,
+        settings: &crate::settings::Settings,
+    ) -> anyhow::Result<Self> {
+        Ok(Decider::with_settings(policy.engine()?, settings))
+    }
+
+    fn with_settings(engine: PolicyEngine, s: &crate::settings::Settings) -> Self {
+        Decider {
+            engine,
+            auto_allow: s
+                .auto_allow_if_sandboxed
+                .as_ref()
+                .filter(|v| v.value)
+                .map(|v| v.from.to_string()),
+            placer: Placer::from_settings(s),
+            timeout: each_run_timeout(s),
+        }
+    }
+
+    /// The decision for a call whose command, if it runs one, runs in the sandbox unless the
+    /// settings place it outside.
+    pub fn check(&self, call: &ToolCall, opts: cordon_policy::CheckOptions) -> Outcome {
+        let placement = self.engine.is_shell_tool(&call.name).then(|| {
+            let command = call.args["command"].as_str().unwrap_or_default();
+            self.placer
+                .place(command, false)
+                .unwrap_or(Placement::Sandbox)
+        });
+        self.check_placed(call, opts, placement.as_ref())
+    }
+
+    /// The decision for a call whose command runs as `placement` says.
+    ///
+    /// `sandbox.auto_allow_if_sandboxed`: a shell command that will run in the sandbox need
+    /// not ask. Only the defaults' asks give way: an ask someone wrote into a policy holds,
+    /// and so does every deny.
+    pub fn check_placed(
+        &self,
+        call: &ToolCall,
+        opts: cordon_policy::CheckOptions,
+        placement: Option<&Placement>,
+    ) -> Outcome {
+        let mut o = self.engine.check(call, opts, &ProcessRunner);
+        let Some(from) = &self.auto_allow else {
+            return o;
+        };
+        if o.decision != Decision::AskUser
+            || placement != Some(&Placement::Sandbox)
+            || !self.engine.is_shell_tool(&call.name)
+            || o.rule.as_ref().is_some_and(|r| r.tier != Tier::Default)
+        {
+            return o;
+        }
+        o.decision = Decision::Allow;
+        o.reason = format!(
+            "{}; allowed without asking: it runs sandboxed (sandbox.auto_allow_if_sandboxed, {from})",
+            o.reason
+        );
+        o
+    }
+}
