@@ -533,6 +533,7 @@ run = subprocess.Popen(cmd, pass_fds=[theirs.fileno()])
 theirs.close()
 channel = ours.makefile("rw")
 channel.write("not json\n")
+channel.write("x" * ((1 << 20) + 10) + "\n")
 channel.flush()
 for line in channel:
     msg = json.loads(line)
@@ -600,6 +601,11 @@ fn an_embedding_program_answers_about_unlisted_hosts_and_always_is_kept() {
     assert!(
         err.contains(r#""type":"error","line":1"#),
         "a malformed line gets an error naming it: {err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.contains(r#""line":2"#) && l.contains("longer than 1048576 bytes")),
+        "a line over the bound is refused, not held: {err}"
     );
     let saved = config.join("cordon").join("remembered-domains.toml");
     let text = std::fs::read_to_string(&saved).expect("the always answer was kept");

@@ -14,6 +14,8 @@ use anyhow::Context;
 use cordon_net::{Answer, Asker, Host, Pending};
 use serde::{Deserialize, Serialize};
 
+use super::wire::{MAX_LINE, read_line};
+
 /// `--ask-domains`: who is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AskVia {
@@ -268,12 +270,23 @@ impl JsonAsker {
         let closed = asker.closed.clone();
         let out = asker.out.clone();
         std::thread::spawn(move || {
-            for (n, line) in BufReader::new(input).lines().enumerate() {
-                let Ok(line) = line else { break };
-                if line.trim().is_empty() {
+            let mut input = BufReader::new(input);
+            let mut buf = Vec::new();
+            for n in 0.. {
+                // Each line bounded, as every line cordon reads from an agent.
+                let Ok(Some(complete)) = read_line(&mut input, &mut buf) else {
+                    break;
+                };
+                let line = String::from_utf8_lossy(&buf);
+                if complete && line.trim().is_empty() {
                     continue;
                 }
-                let error = match serde_json::from_str::<Reply>(&line) {
+                let parsed = if complete {
+                    serde_json::from_str::<Reply>(&line).map_err(|e| e.to_string())
+                } else {
+                    Err(format!("longer than {MAX_LINE} bytes; not read"))
+                };
+                let error = match parsed {
                     Ok(r) if r.kind != "answer" => {
                         format!("type `{}`: only answers are read here", r.kind)
                     }

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::PolicyFlags;
-use super::check::{MAX_LINE, parse_call, read_line};
 use super::run::SandboxFlags;
+use super::wire::{MAX_LINE, parse_call, read_line};
 use crate::exit;
 use cordon_app::bounds;
 use cordon_app::decide::LiveDecider;

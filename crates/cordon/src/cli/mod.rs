@@ -24,6 +24,7 @@ mod run;
 mod setup;
 #[cfg(unix)]
 mod shell;
+mod wire;
 
 pub use setup::user_settings_dir;
 
