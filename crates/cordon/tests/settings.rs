@@ -659,6 +659,26 @@ fn check_jsonl_picks_up_settings_and_policy_changes_without_a_restart() {
     std::fs::remove_file(&settings).expect("rm");
     let fixed = ask(request);
     assert_eq!(fixed["decision"], before["decision"], "{fixed}");
+    // A policy directory that did not exist at the start, a file in it, and a file that is a
+    // link elsewhere (a dotfiles manager's), edited at its target: each applies to the next
+    // request.
+    let policies = home.join(".config/cordon/policies");
+    std::fs::create_dir_all(&policies).expect("mkdir");
+    let deny_curl = "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"curl\"\ndecision = \"deny\"\npriority = 500\n";
+    std::fs::write(policies.join("curl.toml"), deny_curl).expect("write");
+    assert_eq!(ask(request)["decision"], "deny");
+    std::fs::remove_file(policies.join("curl.toml")).expect("rm");
+    assert_eq!(ask(request)["decision"], before["decision"]);
+    let target = dir.path().join("dotfiles-curl.toml");
+    std::fs::write(&target, "").expect("write");
+    std::os::unix::fs::symlink(&target, policies.join("linked.toml")).expect("link");
+    assert_eq!(ask(request)["decision"], before["decision"]);
+    std::fs::write(&target, deny_curl).expect("write");
+    assert_eq!(
+        ask(request)["decision"],
+        "deny",
+        "the link's target was edited"
+    );
     drop(to);
     let _ = child.wait();
 }

@@ -3,6 +3,7 @@
 //! its files while a long-running cordon (`check --jsonl`, `exec`, `mcp`) lives.
 
 mod placement;
+mod watch;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,6 +14,7 @@ use crate::exec::Placement;
 use crate::policy::PolicyConfig;
 use crate::settings::{Settings, value};
 pub use placement::Placer;
+pub use watch::Watch;
 
 /// Where the settings of the commands a decider's runs come from (`--settings`,
 /// `--profile`, `--trust-project` and the run flags), and where those runs may write.
@@ -37,6 +39,9 @@ pub fn each_run_timeout(s: &Settings) -> Option<Duration> {
 /// A decider for a long-running cordon (`check --jsonl`, `exec`) that follows its files:
 /// policy or settings edited since the last request are decided with, and while they do not
 /// load nothing is decided at all (never with the stale ones).
+///
+/// The files are fingerprinted only when the kernel says one of them may have changed
+/// ([`Watch`]); where it cannot say, before every request, as they always were.
 #[derive(Debug)]
 pub struct LiveDecider<'a> {
     policy: PolicyConfig,
@@ -46,6 +51,10 @@ pub struct LiveDecider<'a> {
     /// The fingerprint of the files among those that lie where runs may write.
     written_stamp: u64,
     decider: anyhow::Result<Decider>,
+    watch: Watch,
+    /// A change seen while runs were going, not yet applied: checked again on every request,
+    /// with or without a new event, until it is.
+    pending: bool,
 }
 
 impl<'a> LiveDecider<'a> {
@@ -57,7 +66,11 @@ impl<'a> LiveDecider<'a> {
             stamp: 0,
             written_stamp: 0,
             decider: Err(anyhow::anyhow!("not loaded yet")),
+            watch: Watch::new(&[]),
+            pending: false,
         };
+        // Watching starts before the first look, so that no edit falls between the two.
+        live.watch = Watch::new(&live.watched());
         live.stamp = live.fingerprint();
         live.written_stamp = live.writable_fingerprint();
         live.decider = Ok(live.load()?);
@@ -69,6 +82,25 @@ impl<'a> LiveDecider<'a> {
             Some(sandbox) => Decider::for_runs(&self.policy, sandbox),
             None => Decider::new(&self.policy),
         }
+    }
+
+    /// Every file and directory the decider is built from.
+    fn watched(&self) -> Vec<PathBuf> {
+        self.policy
+            .source_paths()
+            .unwrap_or_default()
+            .into_iter()
+            .chain(
+                self.sandbox
+                    .and_then(|s| s.settings_file())
+                    .map(Path::to_path_buf),
+            )
+            .collect()
+    }
+
+    /// Whether watching works, or each request looks at every file instead.
+    pub fn is_watching(&self) -> bool {
+        self.watch.is_watching()
     }
 
     fn fingerprint(&self) -> u64 {
@@ -109,13 +141,23 @@ impl<'a> LiveDecider<'a> {
     /// read-only, but where it cannot (the Landlock-only fallback puts them back only after
     /// the run), a run could otherwise plant the rules the next run is decided by.
     pub fn current_unless_running(&mut self, running: bool) -> Result<&Decider, String> {
+        if !self.pending && !self.watch.maybe_changed() {
+            return self.decider.as_ref().map_err(|e| {
+                format!("the policy or settings changed and no longer load; fix them: {e:#}")
+            });
+        }
+        // A new watch before the look: directories may have appeared, and an edit after the
+        // look is then queued for the next request.
+        self.watch = Watch::new(&self.watched());
         let now = self.fingerprint();
+        self.pending = false;
         if now != self.stamp {
             let written = self.writable_fingerprint();
             if running && written != self.written_stamp {
                 tracing::info!(
                     "policy or settings changed where runs may write: applied once they end"
                 );
+                self.pending = true;
                 return self.decider.as_ref().map_err(|e| {
                     format!("the policy or settings changed and no longer load; fix them: {e:#}")
                 });
