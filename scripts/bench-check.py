@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--requests", type=int, default=4000)
     ap.add_argument("binaries", nargs="+")
     args = ap.parse_args()
+    args.binaries = [os.path.abspath(b) for b in args.binaries]
     requests = "".join(
         json.dumps({"tool": "run_shell_command", "args": {"command": c}}) + "\n"
         for c in (COMMANDS * (args.requests // len(COMMANDS) + 1))[: args.requests]
