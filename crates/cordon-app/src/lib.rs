@@ -11,6 +11,8 @@ pub mod bounds;
 pub mod decide;
 #[cfg(unix)]
 pub mod exec;
+#[cfg(unix)]
+pub mod plan;
 pub mod policy;
 pub mod settings;
 

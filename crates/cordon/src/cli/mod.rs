@@ -14,8 +14,6 @@ mod exec;
 mod explain;
 #[cfg(unix)]
 mod mcp;
-#[cfg(unix)]
-mod paths;
 mod policy;
 #[cfg(unix)]
 mod proxy;

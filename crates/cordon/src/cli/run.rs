@@ -12,10 +12,10 @@ use cordon_sandbox::{
     existing_protected, filter_environment, gitmeta, gitmeta::GitMeta, linked_worktree_writable,
 };
 
-use super::paths::{Flag, LivePattern, resolve_all};
 use super::proxy::RunProxy;
 use super::push_each;
 use cordon_app::bounds;
+use cordon_app::plan::paths::{Flag, LivePattern, resolve_all};
 use cordon_app::settings::{self, Layer, LayerValues, Places, Sourced, all, some, value};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -380,7 +380,7 @@ pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
         list.into_iter()
             .filter(|p| {
                 p.from.layer == Layer::Flags
-                    || super::paths::is_wild(p.value.as_os_str())
+                    || cordon_app::plan::paths::is_wild(p.value.as_os_str())
                     || std::fs::symlink_metadata(&p.value).is_ok()
             })
             .map(|p| p.value)

@@ -12,8 +12,8 @@ use std::path::{Component, Path, PathBuf};
 
 use cordon_policy::Environment;
 
-use crate::cli::paths::LivePattern;
 use crate::cli::run::LivePatterns;
+use cordon_app::plan::paths::LivePattern;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -839,7 +839,7 @@ pub fn search_file_content(ws: &Workspace, a: &SearchFileContent) -> Result<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::paths::Flag;
+    use cordon_app::plan::paths::Flag;
 
     fn ws(dir: &Path) -> Workspace {
         Workspace::new(
