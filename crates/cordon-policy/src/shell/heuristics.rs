@@ -146,6 +146,48 @@ pub fn danger(cmd: &SimpleCommand) -> Option<String> {
     }
     let words = &cmd.words;
     let name = program_name(words.first()?)?;
+    if let Some(why) = flag_danger(cmd, name) {
+        return Some(why);
+    }
+    // Where an option makes the command dangerous, a word only known at run time could be that
+    // option: `rm $flags dir` with `flags=-rf`. (After a literal `--`, words are operands.)
+    if DANGER_BY_OPTION.contains(&name) && !options_known(cmd) {
+        let word = (1..words.len())
+            .find(|&i| cmd.known(i) != Known::Literal)
+            .map_or("words appended at run time".to_string(), |i| {
+                format!("`{}`", words[i])
+            });
+        return Some(format!(
+            "{word} is only known at run time, where an option that makes `{name}` dangerous could stand"
+        ));
+    }
+    None
+}
+
+/// The commands whose danger hangs on an option or a word that picks what they do.
+/// (git's are by subcommand: see `git_danger`.)
+const DANGER_BY_OPTION: &[&str] = &[
+    "rm",
+    "find",
+    "chmod",
+    "chown",
+    "chgrp",
+    "kill",
+    "systemctl",
+    "crontab",
+    "npm",
+    "pnpm",
+    "yarn",
+    "cargo",
+    "twine",
+    "gem",
+    "docker",
+    "podman",
+];
+
+/// Why `name`, given these words, is dangerous, or `None`.
+fn flag_danger(cmd: &SimpleCommand, name: &str) -> Option<String> {
+    let words = &cmd.words;
     let why = match name {
         "sudo" | "doas" | "su" | "pkexec" | "runuser" => "raises privileges",
         "rm" if has_flag(words, 'r', &["--recursive"])
@@ -278,6 +320,25 @@ fn git_danger(cmd: &SimpleCommand) -> Option<String> {
         Err(why) => return Some(why),
     };
     let args = &words[i..];
+    const BY_OPTION: &[&str] = &[
+        "push",
+        "reset",
+        "clean",
+        "checkout",
+        "restore",
+        "branch",
+        "stash",
+        "reflog",
+        "update-ref",
+        "gc",
+        "config",
+    ];
+    if BY_OPTION.contains(&args[0].as_str()) && !options_known(cmd) {
+        return Some(format!(
+            "`git {}` with words only known at run time, where an option that makes it dangerous could stand",
+            args[0]
+        ));
+    }
     let why = match args[0].as_str() {
         "push"
             if has_flag(
@@ -799,6 +860,38 @@ mod tests {
             "git --exec-path=/tmp log",
         ] {
             assert!(super::danger(&first(s)).is_some(), "{s}");
+        }
+        // A word only known at run time where a dangerous option could stand.
+        for s in [
+            "rm $flags build",
+            "rm \"$f\"",
+            "rm *",
+            "git push origin $branch",
+            "git push \"$@\"",
+            "git reset $mode",
+            "find $dir -name x",
+            "chmod $opts 644 x",
+            "kill $pid",
+            "ls | xargs rm",
+            "cargo $cmd",
+        ] {
+            let a = analyse(s);
+            assert!(
+                a.commands
+                    .iter()
+                    .filter(|c| c.role == Role::Runs)
+                    .any(|c| super::danger(c).is_some()),
+                "{s}"
+            );
+        }
+        for s in [
+            "rm -- \"$f\"",
+            "git log $x",
+            "git status $x",
+            "cat $f",
+            "kill -- 1234",
+        ] {
+            assert!(super::danger(&first(s)).is_none(), "{s}");
         }
         assert!(super::danger(&first("git --no-pager -C x log")).is_none());
         assert!(super::danger(&first("git --exec-path")).is_none());
