@@ -1458,6 +1458,134 @@ fn attempts() -> Vec<Attempt> {
                 }
             },
         ),
+        namespaces_only(
+            "connect to a host socket bound with a relative name while another is allowed",
+            |sb| {
+                let server = HostUnixServer::start(&sb.outside, "docker.sock");
+                let o = with_agent(sb, &connect_unix(&sb.outside.join("docker.sock")));
+                server.refused(&o)
+            },
+        ),
+        namespaces_only(
+            "connect to a host socket renamed after binding while another is allowed",
+            |sb| {
+                let bound = sb.outside.join("bound-as.sock");
+                let listener = UnixListener::bind(&bound).expect("bind");
+                listener.set_nonblocking(true).expect("nonblocking");
+                let sock = sb.outside.join("docker.sock");
+                std::fs::rename(&bound, &sock).expect("rename");
+                with_agent(sb, &connect_unix(&sock));
+                refused_unix(&listener)
+            },
+        ),
+        namespaces_only(
+            "connect to a host socket bound after the sandbox started",
+            |sb| {
+                let sock = sb.outside.join("late.sock");
+                let agent = sb.outside.join("agent.sock");
+                let _agent = UnixListener::bind(&agent).expect("bind");
+                // The command says it is running, then waits for the socket to exist.
+                let script = format!(
+                    "import os, time\nopen('ready', 'w').close()\nwhile not os.path.exists('go'):\n    time.sleep(0.01)\n{}\nprint('tried')",
+                    connect_unix(&sock)
+                );
+                let mut child = sb
+                    .command()
+                    .args(["--allow-unix-socket", agent.to_str().expect("utf-8")])
+                    .args(["--timeout", "60", "--", "python3", "-c", &script])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("run cordon");
+                while !sb.ws.join("ready").exists() {
+                    if child.try_wait().expect("wait").is_some() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let listener = UnixListener::bind(&sock).expect("bind");
+                listener.set_nonblocking(true).expect("nonblocking");
+                write(&sb.ws.join("go"), "");
+                let o = child.wait_with_output().expect("wait");
+                if !stdout(&o).contains("tried") {
+                    return Err(format!(
+                        "the command did not get to connect: {}",
+                        stderr(&o)
+                    ));
+                }
+                refused_unix(&listener)
+            },
+        ),
+        namespaces_only(
+            "flip a connect address between an allowed and a host socket from another thread",
+            |sb| {
+                let agent = sb.outside.join("agent.sock");
+                let sock = sb.outside.join("docke.sock");
+                assert_eq!(agent.as_os_str().len(), sock.as_os_str().len());
+                let listener = UnixListener::bind(&sock).expect("bind");
+                listener.set_nonblocking(true).expect("nonblocking");
+                let agent_listener = UnixListener::bind(&agent).expect("bind");
+                // Take the allowed connections as they come, so none waits on a full backlog.
+                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let taker = {
+                    let stop = stop.clone();
+                    std::thread::spawn(move || {
+                        let mut taken = 0u32;
+                        for c in agent_listener.incoming() {
+                            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                                break;
+                            }
+                            taken += u32::from(c.is_ok());
+                        }
+                        taken
+                    })
+                };
+                let o = sb.run(&[
+                    "--allow-unix-socket",
+                    agent.to_str().expect("utf-8"),
+                    "--",
+                    "python3",
+                    "-c",
+                    &flip_race(&agent, &sock),
+                ]);
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = std::os::unix::net::UnixStream::connect(&agent);
+                let taken = taker.join().expect("taker");
+                refused_unix(&listener)?;
+                if taken == 0 || !stdout(&o).contains("done") {
+                    return Err(format!(
+                        "the race never ran ({taken} allowed connections): {}{}",
+                        stdout(&o),
+                        stderr(&o)
+                    ));
+                }
+                Ok(())
+            },
+        ),
+        namespaces_only(
+            "send a datagram to a host Unix socket while another is allowed",
+            |sb| {
+                // Renamed after binding, as the listing of bound sockets would not show it.
+                let bound = sb.outside.join("bound-as.sock");
+                let receiver = std::os::unix::net::UnixDatagram::bind(&bound).expect("bind");
+                receiver.set_nonblocking(true).expect("nonblocking");
+                let sock = sb.outside.join("log.sock");
+                std::fs::rename(&bound, &sock).expect("rename");
+                with_agent(
+                    sb,
+                    &format!(
+                        "import socket\nfor make in (lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM), lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0]):\n    try:\n        make().sendto(b'x', {:?})\n    except OSError:\n        pass",
+                        sock.display().to_string()
+                    ),
+                );
+                let mut buf = [0u8; 8];
+                if receiver.recv(&mut buf).is_ok() {
+                    Err("the host socket got a datagram".into())
+                } else {
+                    Ok(())
+                }
+            },
+        ),
         attempt("connect to a host abstract Unix socket", |sb| {
             use std::os::linux::net::SocketAddrExt;
             let addr = std::os::unix::net::SocketAddr::from_abstract_name(tag(sb).as_bytes())
@@ -1607,6 +1735,98 @@ fn connect_unix(path: &Path) -> String {
     )
 }
 
+/// Runs `script` in python with a host socket `agent.sock` allowed (which makes Unix sockets
+/// creatable at all).
+fn with_agent(sb: &Sandbox, script: &str) -> Output {
+    let agent = sb.outside.join("agent.sock");
+    let _agent = UnixListener::bind(&agent).expect("bind");
+    sb.run(&[
+        "--allow-unix-socket",
+        agent.to_str().expect("utf-8"),
+        "--",
+        "python3",
+        "-c",
+        script,
+    ])
+}
+
+/// A python program connecting in a loop to an address whose path another thread keeps
+/// flipping between `allowed` and `forbidden` (of the same length), in the very buffer passed
+/// to `connect`.
+fn flip_race(allowed: &Path, forbidden: &Path) -> String {
+    format!(
+        r#"import ctypes, socket, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+a = {a:?}.encode()
+f = {f:?}.encode()
+buf = ctypes.create_string_buffer((socket.AF_UNIX).to_bytes(2, sys.byteorder) + a + bytes(108 - len(a)))
+path = ctypes.addressof(buf) + 2
+stop = False
+def flip():
+    while not stop:
+        ctypes.memmove(path, f, len(f))
+        ctypes.memmove(path, a, len(a))
+t = threading.Thread(target=flip)
+t.start()
+for _ in range(1000):
+    s = socket.socket(socket.AF_UNIX)
+    libc.connect(s.fileno(), buf, 2 + len(a) + 1)
+    s.close()
+stop = True
+t.join()
+print('done')
+"#,
+        a = allowed.display().to_string(),
+        f = forbidden.display().to_string(),
+    )
+}
+
+/// A host Unix socket bound by a process of its own under a name relative to `dir`, the way
+/// the listing of bound sockets shows only that name.
+struct HostUnixServer(Child);
+
+impl HostUnixServer {
+    fn start(dir: &Path, name: &str) -> Self {
+        let mut child = Command::new("python3")
+            .args([
+                "-c",
+                &format!(
+                    "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind({name:?})\ns.listen()\ns.setblocking(False)\nprint('ready', flush=True)\nsys.stdin.read()\ntry:\n    s.accept()\n    print('got a connection')\nexcept BlockingIOError:\n    print('none')"
+                ),
+            ])
+            .current_dir(dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut ready = [0u8; 6];
+        child
+            .stdout
+            .as_mut()
+            .expect("stdout")
+            .read_exact(&mut ready)
+            .expect("the host server started");
+        HostUnixServer(child)
+    }
+
+    fn refused(mut self, o: &Output) -> Verdict {
+        drop(self.0.stdin.take());
+        let mut said = String::new();
+        let _ = self
+            .0
+            .stdout
+            .as_mut()
+            .expect("stdout")
+            .read_to_string(&mut said);
+        let _ = self.0.wait();
+        if said.contains("none") {
+            Ok(())
+        } else {
+            Err(format!("the host server said {said:?}\n{}", stderr(o)))
+        }
+    }
+}
+
 fn refused_unix(listener: &UnixListener) -> Verdict {
     std::thread::sleep(Duration::from_millis(20));
     match listener.accept() {
@@ -1672,4 +1892,111 @@ fn every_attempt_has_its_own_name() {
     let before = names.len();
     names.dedup();
     assert_eq!(names.len(), before, "two attempts share a name");
+}
+
+/// What the `connect` supervisor must not break: with a socket allowed, the command reaches
+/// it (by its name and by a relative one), its own servers (in /tmp, in the workspace, an
+/// abstract name) and loopback TCP, blocking or not. With `--network host`, its servers in
+/// /tmp still; abstract names and sockets bound outside /tmp are refused there (docs/ARCHITECTURE.md).
+#[test]
+fn unix_sockets_the_command_may_use_stay_reachable() {
+    let Some(sb) = Sandbox::with_mode(Mode::Namespaces) else {
+        return;
+    };
+    let agent = sb.outside.join("agent.sock");
+    let agent_listener = UnixListener::bind(&agent).expect("bind");
+    agent_listener.set_nonblocking(true).expect("nonblocking");
+    let script = format!(
+        r#"import os, socket
+def connect(family, address, blocking=True):
+    s = socket.socket(family)
+    s.setblocking(blocking)
+    try:
+        s.connect(address)
+        return 'ok'
+    except BlockingIOError:
+        return 'ok'
+    except OSError as e:
+        return 'errno %d' % e.errno
+print('allowed', connect(socket.AF_UNIX, {agent:?}))
+here = os.getcwd()
+os.chdir({outside:?})
+print('allowed-relative', connect(socket.AF_UNIX, 'agent.sock'))
+os.chdir(here)
+for name, place in (('tmp', '/tmp/own.sock'), ('workspace', 'own.sock'), ('abstract', '\0cordon-own')):
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(place)
+    server.listen()
+    print(name, connect(socket.AF_UNIX, place))
+tcp = socket.socket()
+tcp.bind(('127.0.0.1', 0))
+tcp.listen()
+print('tcp', connect(socket.AF_INET, tcp.getsockname()))
+print('tcp-nonblocking', connect(socket.AF_INET, tcp.getsockname(), False))
+"#,
+        agent = agent.display().to_string(),
+        outside = sb.outside.display().to_string(),
+    );
+    let o = sb.run(&[
+        "--allow-unix-socket",
+        agent.to_str().expect("utf-8"),
+        "--",
+        "python3",
+        "-c",
+        &script,
+    ]);
+    let out = stdout(&o);
+    for line in [
+        "allowed ok",
+        "allowed-relative ok",
+        "tmp ok",
+        "workspace ok",
+        "abstract ok",
+        "tcp ok",
+        "tcp-nonblocking ok",
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "no {line:?} in:\n{out}{}",
+            stderr(&o)
+        );
+    }
+    for _ in 0..2 {
+        assert!(
+            agent_listener.accept().is_ok(),
+            "the allowed socket was not reached"
+        );
+    }
+    assert!(
+        !stderr(&o).contains("Unix sockets other than"),
+        "{}",
+        stderr(&o)
+    );
+
+    let _ = std::fs::remove_file(sb.ws.join("own.sock"));
+    let o = sb.run(&[
+        "--network",
+        "host",
+        "--allow-unix-socket",
+        agent.to_str().expect("utf-8"),
+        "--",
+        "python3",
+        "-c",
+        &script,
+    ]);
+    let out = stdout(&o);
+    let refused = format!("errno {}", libc::ECONNREFUSED);
+    for (name, want) in [
+        ("allowed", "ok"),
+        ("tmp", "ok"),
+        ("workspace", refused.as_str()),
+        ("abstract", refused.as_str()),
+    ] {
+        let line = format!("{name} {want}");
+        assert!(
+            out.lines().any(|l| l == line),
+            "no {line:?} in:\n{out}{}",
+            stderr(&o)
+        );
+    }
 }

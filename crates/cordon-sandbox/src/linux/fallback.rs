@@ -195,7 +195,7 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
                 deny_host_ipc: true,
             };
             let tmpdir = tmp.to_string_lossy().into_owned();
-            match become_command(&spec, &walls, extra, &tmpdir, channel) {
+            match become_command(&spec, &walls, extra, &tmpdir, None, channel) {
                 Ok(never) => match never {},
                 Err(f) => report(channel, &f),
             }

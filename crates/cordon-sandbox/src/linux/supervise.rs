@@ -1,0 +1,424 @@
+//! The `connect` supervisor: with Unix sockets allowed, the command may create them, and then
+//! only the allowed sockets (and ones bound inside the sandbox) may be reachable, including
+//! sockets that appear after the start, under names relative to any directory.
+//!
+//! The command's process installs a filter ([`super::seccomp::connect_notifier`]) that stops
+//! each `connect` and hands it to the sandbox's PID 1, which is not under that filter. PID 1
+//! never lets the call go on in the kernel (a racing thread could change the address in
+//! memory, or put another socket on the descriptor, between the check and the kernel's
+//! second read). It takes the caller's socket (`pidfd_getfd`: the same open socket), checks
+//! the address it read once, connects that socket itself, and answers with the result. For a
+//! path it opens the path first and connects through `/proc/self/fd/N`, so the object checked
+//! is the object connected.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+
+use super::sys;
+
+/// What a `connect` of a Unix socket asks for, from the address bytes the caller passed.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Address {
+    /// A path (absolute, or relative to the caller's working directory), without its NUL.
+    Path(Vec<u8>),
+    /// An abstract name (a leading NUL): scoped by the network namespace.
+    Abstract,
+    /// Anything else (another family, or too short): the kernel refuses it without a lookup.
+    Other,
+}
+
+/// Reads a `sockaddr_un` as the kernel does: the path ends at the first NUL or at the given
+/// length, whichever comes first.
+pub(super) fn parse_unix(bytes: &[u8]) -> Address {
+    const PATH_AT: usize = 2;
+    if bytes.len() <= PATH_AT || u16::from_ne_bytes([bytes[0], bytes[1]]) != libc::AF_UNIX as u16 {
+        return Address::Other;
+    }
+    let path = &bytes[PATH_AT..];
+    if path[0] == 0 {
+        return Address::Abstract;
+    }
+    let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+    Address::Path(path[..end].to_vec())
+}
+
+/// What may be reached by path.
+pub(super) struct Reachable {
+    /// The allowed sockets, as (device, inode) when the sandbox started: the object, not the
+    /// name, so a socket renamed or linked to an allowed name is still refused. One re-created
+    /// after the start is a new object and is refused until the next run.
+    pub allowed: Vec<(u64, u64)>,
+    /// The device of the sandbox's own in-memory /tmp and /dev/shm: every socket there was
+    /// bound inside the sandbox.
+    pub scratch_dev: Option<u64>,
+    /// Whether the sandbox has a network namespace of its own: then every listening socket
+    /// the kernel lists in it was bound by the command.
+    pub own_network: bool,
+}
+
+impl Reachable {
+    fn admits(&self, object: &rustix::fs::Stat) -> bool {
+        let (dev, ino) = (object.st_dev, object.st_ino);
+        if (object.st_mode & libc::S_IFMT) != libc::S_IFSOCK {
+            return false;
+        }
+        if self.allowed.contains(&(dev, ino)) || self.scratch_dev == Some(dev) {
+            return true;
+        }
+        // The kernel's diagnostics give 32-bit inode numbers; one past them is not matched.
+        if !self.own_network || ino > u64::from(u32::MAX) {
+            return false;
+        }
+        sys::listening_unix_sockets_here().is_ok_and(|here| here.contains(&(dev, ino)))
+    }
+}
+
+/// The socket-diagnostics request for every listening Unix socket, with its bound file.
+pub(super) fn unix_diag_request() -> Vec<u8> {
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const TCP_LISTEN: u32 = 10;
+    const UDIAG_SHOW_VFS: u32 = 0x2;
+    const LEN: u32 = 16 + 24;
+    let mut m = Vec::with_capacity(LEN as usize);
+    // nlmsghdr: length, type, flags, sequence, port.
+    m.extend_from_slice(&LEN.to_ne_bytes());
+    m.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    m.extend_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16).to_ne_bytes());
+    m.extend_from_slice(&1u32.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    // unix_diag_req: family, protocol, padding, states, inode, what to show, cookie.
+    m.push(libc::AF_UNIX as u8);
+    m.push(0);
+    m.extend_from_slice(&0u16.to_ne_bytes());
+    m.extend_from_slice(&(1u32 << TCP_LISTEN).to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    m.extend_from_slice(&UDIAG_SHOW_VFS.to_ne_bytes());
+    m.extend_from_slice(&[0u8; 8]);
+    m
+}
+
+/// Adds the (device, inode) of each socket in one batch of diagnostics replies to `found`;
+/// `Ok(true)` once the dump is done.
+pub(super) fn parse_unix_diag(
+    mut batch: &[u8],
+    found: &mut Vec<(u64, u64)>,
+) -> std::io::Result<bool> {
+    const NLMSG_ERROR: u16 = 2;
+    const NLMSG_DONE: u16 = 3;
+    const UNIX_DIAG_VFS: u16 = 1;
+    const HEADER: usize = 16;
+    const DIAG_MSG: usize = 16;
+    let u16_at = |b: &[u8], i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
+    let u32_at = |b: &[u8], i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let bad = || std::io::Error::other("sock_diag: malformed reply");
+    while batch.len() >= HEADER {
+        let len = u32_at(batch, 0) as usize;
+        if len < HEADER || len > batch.len() {
+            return Err(bad());
+        }
+        let message = &batch[..len];
+        match u16_at(message, 4) {
+            NLMSG_DONE => return Ok(true),
+            NLMSG_ERROR => {
+                let errno = if len >= HEADER + 4 {
+                    -(u32_at(message, HEADER) as i32)
+                } else {
+                    libc::EIO
+                };
+                return Err(std::io::Error::from_raw_os_error(errno));
+            }
+            _ => {}
+        }
+        let mut attrs = message.get(HEADER + DIAG_MSG..).unwrap_or(&[]);
+        while attrs.len() >= 4 {
+            let attr_len = usize::from(u16_at(attrs, 0));
+            if attr_len < 4 || attr_len > attrs.len() {
+                return Err(bad());
+            }
+            if u16_at(attrs, 2) == UNIX_DIAG_VFS && attr_len >= 12 {
+                // unix_diag_vfs: inode, then the device as the kernel keeps it inside
+                // (major << 20 | minor), not as `stat` gives it.
+                let dev = u32_at(attrs, 8);
+                let (major, minor) = (dev >> 20, dev & 0xf_ffff);
+                found.push((libc::makedev(major, minor), u64::from(u32_at(attrs, 4))));
+            }
+            attrs = attrs.get(attr_len.next_multiple_of(4)..).unwrap_or(&[]);
+        }
+        batch = batch.get(len.next_multiple_of(4)..).unwrap_or(&[]);
+    }
+    Ok(false)
+}
+
+/// How each notified `connect` is settled.
+pub(super) struct Supervisor {
+    listener: OwnedFd,
+    reachable: Reachable,
+}
+
+impl Supervisor {
+    pub(super) fn new(listener: OwnedFd, reachable: Reachable) -> Self {
+        Supervisor {
+            listener,
+            reachable,
+        }
+    }
+
+    /// Answers notified calls until the listener ends (every supervised process is gone).
+    pub(super) fn serve(self) {
+        let this = Arc::new(self);
+        loop {
+            match sys::receive_notification(this.listener.as_raw_fd()) {
+                Ok(Some(n)) => Supervisor::settle(&this, n),
+                Ok(None) => continue,
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn answer(&self, n: &sys::Notification, result: Result<i64, i32>) {
+        sys::answer_notification(self.listener.as_raw_fd(), n.id, result);
+    }
+
+    fn settle(this: &Arc<Self>, n: sys::Notification) {
+        if n.nr != libc::SYS_connect as libc::c_int {
+            // Nothing else is notified; refuse rather than let anything through unchecked.
+            return this.answer(&n, Err(libc::ENOSYS));
+        }
+        match this.prepare(&n) {
+            Ok(Some((socket, target))) => {
+                let blocking = rustix::fs::fcntl_getfl(&socket)
+                    .is_ok_and(|f| !f.contains(rustix::fs::OFlags::NONBLOCK));
+                if blocking {
+                    // A blocking connect may wait (a full backlog, a slow TCP peer); PID 1 must
+                    // go on answering meanwhile. It never forks after the command starts, so a
+                    // thread in it is safe.
+                    let own = Arc::clone(this);
+                    let spawned = std::thread::Builder::new()
+                        .stack_size(64 * 1024)
+                        .spawn(move || own.answer(&n, connect(&socket, &target)));
+                    if spawned.is_err() {
+                        // Without a thread the caller is still answered, if late.
+                        this.answer(&n, Err(libc::EAGAIN));
+                    }
+                } else {
+                    this.answer(&n, connect(&socket, &target));
+                }
+            }
+            Ok(None) => {}
+            Err(errno) => this.answer(&n, Err(errno)),
+        }
+    }
+
+    /// Everything up to the connect itself: the caller's socket, and what to connect it to.
+    /// `Ok(None)`: the caller is gone.
+    fn prepare(&self, n: &sys::Notification) -> Result<Option<(OwnedFd, Target)>, i32> {
+        let [fd, addr, len, ..] = n.args;
+        // The kernel's own limit for a socket address.
+        if len > std::mem::size_of::<libc::sockaddr_storage>() as u64 {
+            return Err(libc::EINVAL);
+        }
+        let bytes =
+            sys::read_process_memory(n.pid, addr, len as usize).map_err(|_| libc::EFAULT)?;
+        // Opened now, while the notification pins the thread: its working directory, for a
+        // relative path; and its process, to take the socket from.
+        let cwd = rustix::fs::open(
+            format!("/proc/{}/cwd", n.pid),
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        );
+        let process = thread_group(n.pid)
+            .and_then(|tgid| {
+                let pid = rustix::process::Pid::from_raw(tgid).ok_or(rustix::io::Errno::SRCH)?;
+                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+            })
+            .map_err(|e| e.raw_os_error());
+        if !sys::notification_valid(self.listener.as_raw_fd(), n.id) {
+            return Ok(None);
+        }
+        // From here on the thread is the caller: the descriptors above are its own.
+        let process = process?;
+        let fd = i32::try_from(fd).map_err(|_| libc::EBADF)?;
+        let socket =
+            rustix::process::pidfd_getfd(&process, fd, rustix::process::PidfdGetfdFlags::empty())
+                .map_err(|e| e.raw_os_error())?;
+        let domain = rustix::net::sockopt::socket_domain(&socket).map_err(|e| e.raw_os_error())?;
+        if domain != rustix::net::AddressFamily::UNIX {
+            // Another family: the kernel reads no path for it. Connecting here still matters:
+            // what was checked (this socket, these bytes) is what is connected.
+            return Ok(Some((socket, Target::Bytes(bytes))));
+        }
+        match parse_unix(&bytes) {
+            Address::Path(path) => {
+                let object = self.open_checked(&path, cwd.map_err(|e| e.raw_os_error()))?;
+                Ok(Some((socket, Target::Object(object))))
+            }
+            Address::Abstract if !self.reachable.own_network => Err(libc::ECONNREFUSED),
+            Address::Abstract | Address::Other => Ok(Some((socket, Target::Bytes(bytes)))),
+        }
+    }
+
+    /// Opens `path` as the caller's `connect` would find it (following links; relative to its
+    /// working directory) and keeps it only if it may be reached.
+    fn open_checked(&self, path: &[u8], cwd: Result<OwnedFd, i32>) -> Result<OwnedFd, i32> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = Path::new(std::ffi::OsStr::from_bytes(path));
+        let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
+        let opened = if path.is_absolute() {
+            rustix::fs::open(path, flags, rustix::fs::Mode::empty())
+        } else {
+            rustix::fs::openat(cwd?, path, flags, rustix::fs::Mode::empty())
+        }
+        .map_err(|e| e.raw_os_error())?;
+        let object = rustix::fs::fstat(&opened).map_err(|e| e.raw_os_error())?;
+        if self.reachable.admits(&object) {
+            Ok(opened)
+        } else {
+            // What connecting to a covered socket (the blank file) always answered.
+            Err(libc::ECONNREFUSED)
+        }
+    }
+}
+
+/// What the caller's socket is connected to.
+enum Target {
+    /// The address bytes the caller passed, read once.
+    Bytes(Vec<u8>),
+    /// A checked socket file, reached through its open descriptor.
+    Object(OwnedFd),
+}
+
+fn connect(socket: &OwnedFd, target: &Target) -> Result<i64, i32> {
+    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
+    match target {
+        Target::Bytes(bytes) => sys::connect_raw(socket.as_raw_fd(), bytes).map_err(errno)?,
+        Target::Object(object) => {
+            let via = format!("/proc/self/fd/{}", object.as_fd().as_raw_fd());
+            let address =
+                rustix::net::SocketAddrUnix::new(via.as_str()).map_err(|e| e.raw_os_error())?;
+            rustix::net::connect(socket, &address).map_err(|e| e.raw_os_error())?;
+        }
+    }
+    Ok(0)
+}
+
+/// The process a thread belongs to (`Tgid` in its status): pidfds name processes.
+fn thread_group(tid: libc::pid_t) -> rustix::io::Result<libc::pid_t> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .map_err(|_| rustix::io::Errno::SRCH)?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or(rustix::io::Errno::SRCH)
+}
+
+/// The (device, inode) of each allowed socket that exists now.
+pub(super) fn identify(paths: &[std::path::PathBuf]) -> Vec<(u64, u64)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut ids: Vec<(u64, u64)> = paths
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .filter(|m| m.file_type().is_socket())
+        .map(|m| (m.dev(), m.ino()))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Address, parse_unix, parse_unix_diag, unix_diag_request};
+
+    fn unix(path: &[u8]) -> Vec<u8> {
+        let mut b = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+        b.extend_from_slice(path);
+        b
+    }
+
+    #[test]
+    fn unix_addresses_read_as_the_kernel_reads_them() {
+        assert_eq!(
+            parse_unix(&unix(b"/run/x.sock")),
+            Address::Path(b"/run/x.sock".to_vec())
+        );
+        // The path ends at the first NUL, whatever the length says.
+        assert_eq!(
+            parse_unix(&unix(b"rel.sock\0/etc")),
+            Address::Path(b"rel.sock".to_vec())
+        );
+        assert_eq!(parse_unix(&unix(b"\0name")), Address::Abstract);
+        // Family only: an unnamed address, refused by connect without a lookup.
+        assert_eq!(parse_unix(&unix(b"")), Address::Other);
+        assert_eq!(parse_unix(&[2, 0, 1, 2, 3]), Address::Other);
+        assert_eq!(parse_unix(&[]), Address::Other);
+    }
+
+    #[test]
+    fn diagnostics_request_and_replies() -> std::io::Result<()> {
+        let request = unix_diag_request();
+        assert_eq!(request.len(), 40);
+        assert_eq!(
+            u32::from_ne_bytes(request[..4].try_into().unwrap_or_default()),
+            40
+        );
+        // One reply: header, unix_diag_msg, a name attribute, a VFS attribute; then done.
+        let mut reply = Vec::new();
+        let mut message = vec![0u8; 32];
+        message.extend_from_slice(&[8, 0, 0, 0, b'/', b'a', 0, 0]);
+        message.extend_from_slice(&12u16.to_ne_bytes());
+        message.extend_from_slice(&1u16.to_ne_bytes());
+        message.extend_from_slice(&77u32.to_ne_bytes());
+        // Device 8:1 as the kernel keeps it.
+        message.extend_from_slice(&((8u32 << 20) | 1).to_ne_bytes());
+        let len = message.len() as u32;
+        message[..4].copy_from_slice(&len.to_ne_bytes());
+        message[4..6].copy_from_slice(&20u16.to_ne_bytes());
+        reply.extend_from_slice(&message);
+        let mut found = Vec::new();
+        assert!(!parse_unix_diag(&reply, &mut found)?);
+        assert_eq!(found, vec![(libc::makedev(8, 1), 77)]);
+        let mut done = vec![0u8; 20];
+        done[..4].copy_from_slice(&20u32.to_ne_bytes());
+        done[4..6].copy_from_slice(&3u16.to_ne_bytes());
+        assert!(parse_unix_diag(&done, &mut found)?);
+        // A truncated message is an error, not a silent end.
+        assert!(parse_unix_diag(&reply[..30], &mut found).is_err());
+        Ok(())
+    }
+
+    /// This kernel reads no path from an address given to `sendto` or `sendmsg` on a stream
+    /// or sequenced-packet Unix socket, so refusing datagram sockets closes that way round the
+    /// supervisor.
+    #[test]
+    fn only_datagram_sockets_send_to_a_path() -> std::io::Result<()> {
+        use std::os::unix::net::UnixDatagram;
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("dgram.sock");
+        let receiver = UnixDatagram::bind(&path)?;
+        receiver.set_nonblocking(true)?;
+        let address = rustix::net::SocketAddrUnix::new(path.as_path())?;
+        for kind in [
+            rustix::net::SocketType::STREAM,
+            rustix::net::SocketType::SEQPACKET,
+        ] {
+            let s = rustix::net::socket(rustix::net::AddressFamily::UNIX, kind, None)?;
+            let sent = rustix::net::sendto(&s, b"x", rustix::net::SendFlags::empty(), &address);
+            assert!(sent.is_err(), "{kind:?} sent to a path: {sent:?}");
+            let (a, _b) = rustix::net::socketpair(
+                rustix::net::AddressFamily::UNIX,
+                kind,
+                rustix::net::SocketFlags::empty(),
+                None,
+            )?;
+            let _ = rustix::net::sendto(&a, b"y", rustix::net::SendFlags::empty(), &address);
+        }
+        let mut buf = [0u8; 4];
+        assert!(receiver.recv(&mut buf).is_err(), "a datagram arrived");
+        // A datagram socket does: the case the filter refuses.
+        UnixDatagram::unbound()?.send_to(b"z", &path)?;
+        assert_eq!(receiver.recv(&mut buf)?, 1);
+        Ok(())
+    }
+}
