@@ -1461,18 +1461,20 @@ fn attempts() -> Vec<Attempt> {
         namespaces_only(
             "connect to a host socket bound with a relative name while another is allowed",
             |sb| {
-                let server = HostUnixServer::start(&sb.outside, "docker.sock");
-                let o = with_agent(sb, &connect_unix(&sb.outside.join("docker.sock")));
+                let host = visible_dir();
+                let server = HostUnixServer::start(host.path(), "docker.sock");
+                let o = with_agent(sb, &connect_unix(&host.path().join("docker.sock")));
                 server.refused(&o)
             },
         ),
         namespaces_only(
             "connect to a host socket renamed after binding while another is allowed",
             |sb| {
-                let bound = sb.outside.join("bound-as.sock");
+                let host = visible_dir();
+                let bound = host.path().join("bound-as.sock");
                 let listener = UnixListener::bind(&bound).expect("bind");
                 listener.set_nonblocking(true).expect("nonblocking");
-                let sock = sb.outside.join("docker.sock");
+                let sock = host.path().join("docker.sock");
                 std::fs::rename(&bound, &sock).expect("rename");
                 with_agent(sb, &connect_unix(&sock));
                 refused_unix(&listener)
@@ -1481,7 +1483,8 @@ fn attempts() -> Vec<Attempt> {
         namespaces_only(
             "connect to a host socket bound after the sandbox started",
             |sb| {
-                let sock = sb.outside.join("late.sock");
+                let host = visible_dir();
+                let sock = host.path().join("late.sock");
                 let agent = sb.outside.join("agent.sock");
                 let _agent = UnixListener::bind(&agent).expect("bind");
                 // The command says it is running, then waits for the socket to exist.
@@ -1519,10 +1522,15 @@ fn attempts() -> Vec<Attempt> {
         namespaces_only(
             "flip a connect address between an allowed and a host socket from another thread",
             |sb| {
-                let agent = sb.outside.join("agent.sock");
-                let sock = sb.outside.join("docke.sock");
+                let host = visible_dir();
+                let agent = host.path().join("agent.sock");
+                let sock = host.path().join("docke.sock");
                 assert_eq!(agent.as_os_str().len(), sock.as_os_str().len());
-                let listener = UnixListener::bind(&sock).expect("bind");
+                // Renamed after binding, so the listing of bound sockets does not name it and
+                // only the check at connect time stands in the way.
+                let bound = host.path().join("bound-as.sock");
+                let listener = UnixListener::bind(&bound).expect("bind");
+                std::fs::rename(&bound, &sock).expect("rename");
                 listener.set_nonblocking(true).expect("nonblocking");
                 let agent_listener = UnixListener::bind(&agent).expect("bind");
                 // Take the allowed connections as they come, so none waits on a full backlog.
@@ -1566,10 +1574,11 @@ fn attempts() -> Vec<Attempt> {
             "send a datagram to a host Unix socket while another is allowed",
             |sb| {
                 // Renamed after binding, as the listing of bound sockets would not show it.
-                let bound = sb.outside.join("bound-as.sock");
+                let host = visible_dir();
+                let bound = host.path().join("bound-as.sock");
                 let receiver = std::os::unix::net::UnixDatagram::bind(&bound).expect("bind");
                 receiver.set_nonblocking(true).expect("nonblocking");
-                let sock = sb.outside.join("log.sock");
+                let sock = host.path().join("log.sock");
                 std::fs::rename(&bound, &sock).expect("rename");
                 with_agent(
                     sb,
@@ -1733,6 +1742,15 @@ fn connect_unix(path: &Path) -> String {
         "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({:?})\nexcept OSError:\n    pass",
         path.display().to_string()
     )
+}
+
+/// A host directory the sandbox's view shows (its /tmp is its own, so the scratch layout
+/// under the host's /tmp is out of sight and proves nothing about sockets).
+fn visible_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("cordon-escape-")
+        .tempdir_in("/var/tmp")
+        .expect("a directory in /var/tmp")
 }
 
 /// Runs `script` in python with a host socket `agent.sock` allowed (which makes Unix sockets
