@@ -1941,6 +1941,8 @@ here = os.getcwd()
 os.chdir({outside:?})
 print('allowed-relative', connect(socket.AF_UNIX, 'agent.sock'))
 os.chdir(here)
+held = os.open({agent:?}, os.O_PATH)
+print('allowed-through-proc', connect(socket.AF_UNIX, '/proc/self/fd/%d' % held))
 for name, place in (('tmp', '/tmp/own.sock'), ('workspace', 'own.sock'), ('abstract', '\0cordon-own')):
     server = socket.socket(socket.AF_UNIX)
     server.bind(place)
@@ -1967,6 +1969,7 @@ print('tcp-nonblocking', connect(socket.AF_INET, tcp.getsockname(), False))
     for line in [
         "allowed ok",
         "allowed-relative ok",
+        "allowed-through-proc ok",
         "tmp ok",
         "workspace ok",
         "abstract ok",

@@ -150,10 +150,58 @@ pub(super) fn parse_unix_diag(
     Ok(false)
 }
 
+/// Threads for blocking connects. Each job goes to a thread that is idle at that moment, or
+/// to a new one, never into a queue behind a connect that may wait for ever. A thread that
+/// is done waits for the next job, unless enough already do: starting a thread costs more
+/// than the connect it runs.
+struct Workers {
+    idle: std::sync::Mutex<Vec<std::sync::mpsc::SyncSender<Job>>>,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// How many finished threads wait for more work.
+const IDLE_WORKERS: usize = 4;
+
+impl Workers {
+    fn run(self: &Arc<Self>, job: Job) -> Result<(), ()> {
+        let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let job = match idle {
+            // Its channel is empty (it was put back only once done), so this cannot wait.
+            Some(worker) => match worker.try_send(job) {
+                Ok(()) => return Ok(()),
+                Err(std::sync::mpsc::TrySendError::Full(job))
+                | Err(std::sync::mpsc::TrySendError::Disconnected(job)) => job,
+            },
+            None => job,
+        };
+        let (worker, jobs) = std::sync::mpsc::sync_channel::<Job>(1);
+        worker.try_send(job).map_err(drop)?;
+        let all = Arc::clone(self);
+        std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                while let Ok(job) = jobs.recv() {
+                    job();
+                    let Ok(mut idle) = all.idle.lock() else {
+                        return;
+                    };
+                    if idle.len() >= IDLE_WORKERS {
+                        return;
+                    }
+                    idle.push(worker.clone());
+                }
+            })
+            .map(drop)
+            .map_err(drop)
+    }
+}
+
 /// How each notified `connect` is settled.
 pub(super) struct Supervisor {
     listener: OwnedFd,
     reachable: Reachable,
+    workers: Arc<Workers>,
 }
 
 impl Supervisor {
@@ -161,6 +209,9 @@ impl Supervisor {
         Supervisor {
             listener,
             reachable,
+            workers: Arc::new(Workers {
+                idle: std::sync::Mutex::new(Vec::new()),
+            }),
         }
     }
 
@@ -174,6 +225,10 @@ impl Supervisor {
                 Err(_) => return,
             }
         }
+    }
+
+    fn still_waiting(&self, n: &sys::Notification) -> bool {
+        sys::notification_valid(self.listener.as_raw_fd(), n.id)
     }
 
     fn answer(&self, n: &sys::Notification, result: Result<i64, i32>) {
@@ -191,14 +246,11 @@ impl Supervisor {
                     .is_ok_and(|f| !f.contains(rustix::fs::OFlags::NONBLOCK));
                 if blocking {
                     // A blocking connect may wait (a full backlog, a slow TCP peer); PID 1 must
-                    // go on answering meanwhile. It never forks after the command starts, so a
-                    // thread in it is safe.
+                    // go on answering meanwhile. It never forks after the command starts, so
+                    // threads in it are safe.
                     let own = Arc::clone(this);
-                    let spawned = std::thread::Builder::new()
-                        .stack_size(64 * 1024)
-                        .spawn(move || own.answer(&n, connect(&socket, &target)));
-                    if spawned.is_err() {
-                        // Without a thread the caller is still answered, if late.
+                    let job = Box::new(move || own.answer(&n, connect(&socket, &target)));
+                    if this.workers.run(job).is_err() {
                         this.answer(&n, Err(libc::EAGAIN));
                     }
                 } else {
@@ -220,23 +272,12 @@ impl Supervisor {
         }
         let bytes =
             sys::read_process_memory(n.pid, addr, len as usize).map_err(|_| libc::EFAULT)?;
-        // Opened now, while the notification pins the thread: its working directory, for a
-        // relative path; and its process, to take the socket from.
-        let cwd = rustix::fs::open(
-            format!("/proc/{}/cwd", n.pid),
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        );
-        let process = thread_group(n.pid)
-            .and_then(|tgid| {
-                let pid = rustix::process::Pid::from_raw(tgid).ok_or(rustix::io::Errno::SRCH)?;
-                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
-            })
-            .map_err(|e| e.raw_os_error());
-        if !sys::notification_valid(self.listener.as_raw_fd(), n.id) {
+        let process = open_process(n.pid);
+        // Checked after opening: a thread id is only known to be the caller's while its call
+        // waits, and from here on the pidfd holds on to the process whatever happens.
+        if !self.still_waiting(n) {
             return Ok(None);
         }
-        // From here on the thread is the caller: the descriptors above are its own.
         let process = process?;
         let fd = i32::try_from(fd).map_err(|_| libc::EBADF)?;
         let socket =
@@ -250,7 +291,24 @@ impl Supervisor {
         }
         match parse_unix(&bytes) {
             Address::Path(path) => {
-                let object = self.open_checked(&path, cwd.map_err(|e| e.raw_os_error()))?;
+                let path = as_seen_by(n.pid, path);
+                let cwd = if path.first() == Some(&b'/') {
+                    None
+                } else {
+                    // The calling thread's working directory, as its own lookup would start.
+                    let cwd = rustix::fs::open(
+                        format!("/proc/{}/cwd", n.pid),
+                        rustix::fs::OFlags::PATH
+                            | rustix::fs::OFlags::DIRECTORY
+                            | rustix::fs::OFlags::CLOEXEC,
+                        rustix::fs::Mode::empty(),
+                    );
+                    if !self.still_waiting(n) {
+                        return Ok(None);
+                    }
+                    Some(cwd.map_err(|e| e.raw_os_error())?)
+                };
+                let object = self.open_checked(&path, cwd)?;
                 Ok(Some((socket, Target::Object(object))))
             }
             Address::Abstract if !self.reachable.own_network => Err(libc::ECONNREFUSED),
@@ -260,14 +318,13 @@ impl Supervisor {
 
     /// Opens `path` as the caller's `connect` would find it (following links; relative to its
     /// working directory) and keeps it only if it may be reached.
-    fn open_checked(&self, path: &[u8], cwd: Result<OwnedFd, i32>) -> Result<OwnedFd, i32> {
+    fn open_checked(&self, path: &[u8], cwd: Option<OwnedFd>) -> Result<OwnedFd, i32> {
         use std::os::unix::ffi::OsStrExt;
         let path = Path::new(std::ffi::OsStr::from_bytes(path));
         let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
-        let opened = if path.is_absolute() {
-            rustix::fs::open(path, flags, rustix::fs::Mode::empty())
-        } else {
-            rustix::fs::openat(cwd?, path, flags, rustix::fs::Mode::empty())
+        let opened = match cwd {
+            None => rustix::fs::open(path, flags, rustix::fs::Mode::empty()),
+            Some(cwd) => rustix::fs::openat(cwd, path, flags, rustix::fs::Mode::empty()),
         }
         .map_err(|e| e.raw_os_error())?;
         let object = rustix::fs::fstat(&opened).map_err(|e| e.raw_os_error())?;
@@ -300,6 +357,38 @@ fn connect(socket: &OwnedFd, target: &Target) -> Result<i64, i32> {
         }
     }
     Ok(0)
+}
+
+/// `path` with the caller's own `/proc/self/` or `/proc/thread-self/` (which, looked up by
+/// the supervisor, would name the supervisor) made the caller's by number.
+pub(super) fn as_seen_by(tid: libc::pid_t, path: Vec<u8>) -> Vec<u8> {
+    for own in [&b"/proc/self/"[..], b"/proc/thread-self/"] {
+        if let Some(rest) = path.strip_prefix(own) {
+            let mut theirs = format!("/proc/{tid}/").into_bytes();
+            theirs.extend_from_slice(rest);
+            return theirs;
+        }
+    }
+    path
+}
+
+/// A pidfd for the thread `tid` (Linux 6.9+), else for its process (the thread group's
+/// leader, from `Tgid` in its status). Both reach the thread's descriptor table unless it
+/// was made without sharing its process's, and then the socket taken is one the caller
+/// does not hold: connecting it reaches nothing the caller can use.
+fn open_process(tid: libc::pid_t) -> Result<OwnedFd, i32> {
+    // PIDFD_THREAD.
+    let thread = rustix::process::PidfdFlags::from_bits_retain(libc::O_EXCL as u32);
+    let pid = rustix::process::Pid::from_raw(tid).ok_or(libc::ESRCH)?;
+    match rustix::process::pidfd_open(pid, thread) {
+        Ok(fd) => return Ok(fd),
+        Err(rustix::io::Errno::INVAL) => {}
+        Err(e) => return Err(e.raw_os_error()),
+    }
+    let tgid = thread_group(tid).map_err(|e| e.raw_os_error())?;
+    let pid = rustix::process::Pid::from_raw(tgid).ok_or(libc::ESRCH)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+        .map_err(|e| e.raw_os_error())
 }
 
 /// The process a thread belongs to (`Tgid` in its status): pidfds name processes.
@@ -335,6 +424,57 @@ mod tests {
         let mut b = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
         b.extend_from_slice(path);
         b
+    }
+
+    /// A blocking connect that never ends must not hold up the next one, on a fresh thread
+    /// or on one that finished an earlier job.
+    #[test]
+    fn a_job_never_waits_behind_a_blocked_one() {
+        use std::sync::mpsc::channel;
+        use std::time::Duration;
+        let workers = std::sync::Arc::new(super::Workers {
+            idle: std::sync::Mutex::new(Vec::new()),
+        });
+        let (done, finished) = channel();
+        let first = done.clone();
+        assert!(
+            workers
+                .run(Box::new(move || first.send(0).unwrap_or(())))
+                .is_ok()
+        );
+        assert_eq!(finished.recv_timeout(Duration::from_secs(30)), Ok(0));
+        let (_release, blocked) = channel::<()>();
+        assert!(
+            workers
+                .run(Box::new(move || {
+                    let _ = blocked.recv();
+                }))
+                .is_ok()
+        );
+        for i in 1..4 {
+            let done = done.clone();
+            assert!(
+                workers
+                    .run(Box::new(move || done.send(i).unwrap_or(())))
+                    .is_ok()
+            );
+            assert_eq!(finished.recv_timeout(Duration::from_secs(30)), Ok(i));
+        }
+    }
+
+    #[test]
+    fn the_callers_own_proc_entries_are_named_by_number() {
+        use super::as_seen_by;
+        assert_eq!(
+            as_seen_by(42, b"/proc/self/fd/5".to_vec()),
+            b"/proc/42/fd/5"
+        );
+        assert_eq!(
+            as_seen_by(42, b"/proc/thread-self/cwd/s".to_vec()),
+            b"/proc/42/cwd/s"
+        );
+        assert_eq!(as_seen_by(42, b"/proc/selfish".to_vec()), b"/proc/selfish");
+        assert_eq!(as_seen_by(42, b"self/x".to_vec()), b"self/x");
     }
 
     #[test]
