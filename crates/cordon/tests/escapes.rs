@@ -1430,7 +1430,7 @@ fn attempts() -> Vec<Attempt> {
             sb.run(&["--", "python3", "-c", &connect_unix(&sock)]);
             refused_unix(&listener)
         }),
-        namespaces_only(
+        attempt(
             "connect to a fake docker.sock while another socket is allowed",
             |sb| {
                 let sock = sb.outside.join("docker.sock");
@@ -1458,7 +1458,7 @@ fn attempts() -> Vec<Attempt> {
                 }
             },
         ),
-        namespaces_only(
+        attempt(
             "connect to a host socket bound with a relative name while another is allowed",
             |sb| {
                 let host = visible_dir();
@@ -1467,7 +1467,7 @@ fn attempts() -> Vec<Attempt> {
                 server.refused(&o)
             },
         ),
-        namespaces_only(
+        attempt(
             "connect to a host socket renamed after binding while another is allowed",
             |sb| {
                 let host = visible_dir();
@@ -1480,7 +1480,7 @@ fn attempts() -> Vec<Attempt> {
                 refused_unix(&listener)
             },
         ),
-        namespaces_only(
+        attempt(
             "connect to a host socket bound after the sandbox started",
             |sb| {
                 let host = visible_dir();
@@ -1519,7 +1519,7 @@ fn attempts() -> Vec<Attempt> {
                 refused_unix(&listener)
             },
         ),
-        namespaces_only(
+        attempt(
             "flip a connect address between an allowed and a host socket from another thread",
             |sb| {
                 let host = visible_dir();
@@ -1570,7 +1570,7 @@ fn attempts() -> Vec<Attempt> {
                 Ok(())
             },
         ),
-        namespaces_only(
+        attempt(
             "send a datagram to a host Unix socket while another is allowed",
             |sb| {
                 // Renamed after binding, as the listing of bound sockets would not show it.
@@ -1915,7 +1915,8 @@ fn every_attempt_has_its_own_name() {
 /// What the `connect` supervisor must not break: with a socket allowed, the command reaches
 /// it (by its name and by a relative one), its own servers (in /tmp, in the workspace, an
 /// abstract name) and loopback TCP, blocking or not. With `--network host`, its servers in
-/// /tmp still; abstract names and sockets bound outside /tmp are refused there (docs/ARCHITECTURE.md).
+/// /tmp still; abstract names and sockets bound outside /tmp are refused there
+/// (docs/ARCHITECTURE.md). Without namespaces, all of its own servers.
 #[test]
 fn unix_sockets_the_command_may_use_stay_reachable() {
     let Some(sb) = Sandbox::with_mode(Mode::Namespaces) else {
@@ -1927,9 +1928,9 @@ fn unix_sockets_the_command_may_use_stay_reachable() {
     let script = format!(
         r#"import os, socket
 def connect(family, address, blocking=True):
-    s = socket.socket(family)
-    s.setblocking(blocking)
     try:
+        s = socket.socket(family)
+        s.setblocking(blocking)
         s.connect(address)
         return 'ok'
     except BlockingIOError:
@@ -1943,16 +1944,19 @@ print('allowed-relative', connect(socket.AF_UNIX, 'agent.sock'))
 os.chdir(here)
 held = os.open({agent:?}, os.O_PATH)
 print('allowed-through-proc', connect(socket.AF_UNIX, '/proc/self/fd/%d' % held))
-for name, place in (('tmp', '/tmp/own.sock'), ('workspace', 'own.sock'), ('abstract', '\0cordon-own')):
+for name, place in (('tmp', os.environ['TMPDIR'] + '/own.sock'), ('workspace', 'own.sock'), ('abstract', '\0cordon-own')):
     server = socket.socket(socket.AF_UNIX)
     server.bind(place)
     server.listen()
     print(name, connect(socket.AF_UNIX, place))
-tcp = socket.socket()
-tcp.bind(('127.0.0.1', 0))
-tcp.listen()
-print('tcp', connect(socket.AF_INET, tcp.getsockname()))
-print('tcp-nonblocking', connect(socket.AF_INET, tcp.getsockname(), False))
+try:
+    tcp = socket.socket()
+    tcp.bind(('127.0.0.1', 0))
+    tcp.listen()
+    print('tcp', connect(socket.AF_INET, tcp.getsockname()))
+    print('tcp-nonblocking', connect(socket.AF_INET, tcp.getsockname(), False))
+except OSError as e:
+    print('no tcp', e.errno)
 "#,
         agent = agent.display().to_string(),
         outside = sb.outside.display().to_string(),
@@ -1982,7 +1986,7 @@ print('tcp-nonblocking', connect(socket.AF_INET, tcp.getsockname(), False))
             stderr(&o)
         );
     }
-    for _ in 0..2 {
+    for _ in 0..3 {
         assert!(
             agent_listener.accept().is_ok(),
             "the allowed socket was not reached"
@@ -2020,4 +2024,38 @@ print('tcp-nonblocking', connect(socket.AF_INET, tcp.getsockname(), False))
             stderr(&o)
         );
     }
+
+    // Without namespaces the command's own sockets are known by who holds them; it has no
+    // loopback TCP there.
+    let Some(alone) = Sandbox::with_mode(Mode::LandlockOnly) else {
+        return;
+    };
+    let o = alone.run(&[
+        "--allow-unix-socket",
+        agent.to_str().expect("utf-8"),
+        "--",
+        "python3",
+        "-c",
+        &script,
+    ]);
+    let out = stdout(&o);
+    for line in [
+        "allowed ok",
+        "allowed-relative ok",
+        "allowed-through-proc ok",
+        "tmp ok",
+        "workspace ok",
+        "abstract ok",
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "without namespaces, no {line:?} in:\n{out}{}",
+            stderr(&o)
+        );
+    }
+    assert!(
+        !stderr(&o).contains("every Unix socket the command can reach"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -211,7 +211,7 @@ pub(super) fn start_namespaced(
     // without user notification gets the older cover instead: which Unix sockets exist is
     // known only in the host's network namespace, so it is read before leaving, to hide all
     // but the allowed ones.
-    let supervised = !spec.unix_sockets.is_empty() && sys::user_notification_available();
+    let supervised = !spec.unix_sockets.is_empty() && super::supervise::available(true);
     let host_sockets = if spec.unix_sockets.is_empty() || supervised {
         Vec::new()
     } else {
@@ -414,26 +414,20 @@ fn init(
     }
 }
 
-/// Takes the listener the command's process sends (none if it failed before; it then exits
-/// and reports why) and settles its `connect`s on a thread of this process from now on.
+/// With Unix sockets allowed, from now on a thread of PID 1 settles the command's `connect`s.
 fn start_supervisor(spec: &SandboxSpec, channel: &std::os::unix::net::UnixStream) {
-    let Ok(mut received) = crate::handoff::receive(channel) else {
-        return;
-    };
-    let Some(listener) = received.pop() else {
-        return;
-    };
     use std::os::unix::fs::MetadataExt;
-    let reachable = super::supervise::Reachable {
-        allowed: super::supervise::identify(&spec.unix_sockets),
-        scratch_dev: std::fs::metadata("/tmp").ok().map(|m| m.dev()),
-        own_network: spec.network != NetworkMode::Host,
+    let bound_inside = if spec.network == NetworkMode::Host {
+        super::supervise::BoundInside::TmpOnly
+    } else {
+        super::supervise::BoundInside::OwnNetwork
     };
-    let supervisor = super::supervise::Supervisor::new(listener, reachable);
-    // Without the thread the command's `connect`s wait for ever; it can still be stopped.
-    let _ = std::thread::Builder::new()
-        .name("connect supervisor".into())
-        .spawn(move || supervisor.serve());
+    super::supervise::start(
+        channel,
+        &spec.unix_sockets,
+        std::fs::metadata("/tmp").ok().map(|m| m.dev()),
+        bound_inside,
+    );
 }
 
 const RO_FLAGS: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV;

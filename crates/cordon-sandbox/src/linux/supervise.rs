@@ -22,8 +22,9 @@ use super::sys;
 pub(super) enum Address {
     /// A path (absolute, or relative to the caller's working directory), without its NUL.
     Path(Vec<u8>),
-    /// An abstract name (a leading NUL): scoped by the network namespace.
-    Abstract,
+    /// An abstract name: the whole of `sun_path` as given, its leading NUL included (every
+    /// byte counts in an abstract name).
+    Abstract(Vec<u8>),
     /// Anything else (another family, or too short): the kernel refuses it without a lookup.
     Other,
 }
@@ -37,7 +38,7 @@ pub(super) fn parse_unix(bytes: &[u8]) -> Address {
     }
     let path = &bytes[PATH_AT..];
     if path[0] == 0 {
-        return Address::Abstract;
+        return Address::Abstract(path.to_vec());
     }
     let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
     Address::Path(path[..end].to_vec())
@@ -52,9 +53,22 @@ pub(super) struct Reachable {
     /// The device of the sandbox's own in-memory /tmp and /dev/shm: every socket there was
     /// bound inside the sandbox.
     pub scratch_dev: Option<u64>,
-    /// Whether the sandbox has a network namespace of its own: then every listening socket
-    /// the kernel lists in it was bound by the command.
-    pub own_network: bool,
+    /// How a socket bound inside the sandbox is told from one bound outside.
+    pub bound_inside: BoundInside,
+}
+
+/// How a socket bound inside the sandbox is told from one bound outside.
+pub(super) enum BoundInside {
+    /// The sandbox has a network namespace of its own: every listening socket the kernel
+    /// lists there was bound by the command, and so is every abstract name there.
+    OwnNetwork,
+    /// `--network host` with namespaces: only the sandbox's own /tmp and /dev/shm tell.
+    /// Abstract names are refused: the supervisor's connect would not be scoped by the
+    /// command's Landlock domain.
+    TmpOnly,
+    /// Without namespaces: a listening socket some process under this one (the command's
+    /// subreaper) holds open.
+    HeldUnder(libc::pid_t),
 }
 
 impl Reachable {
@@ -67,17 +81,97 @@ impl Reachable {
             return true;
         }
         // The kernel's diagnostics give 32-bit inode numbers; one past them is not matched.
-        if !self.own_network || ino > u64::from(u32::MAX) {
+        if ino > u64::from(u32::MAX) {
             return false;
         }
-        sys::listening_unix_sockets_here().is_ok_and(|here| here.contains(&(dev, ino)))
+        self.listed(|s| s.file == Some((dev, ino)))
     }
+
+    /// Whether an abstract name may be connected to.
+    fn admits_abstract(&self, name: &[u8]) -> bool {
+        match self.bound_inside {
+            BoundInside::OwnNetwork => true,
+            BoundInside::TmpOnly => false,
+            BoundInside::HeldUnder(_) => self.listed(|s| s.name.as_deref() == Some(name)),
+        }
+    }
+
+    /// Whether a listening socket bound inside the sandbox matches `wanted`.
+    fn listed(&self, wanted: impl Fn(&Listening) -> bool) -> bool {
+        if matches!(self.bound_inside, BoundInside::TmpOnly) {
+            return false;
+        }
+        let Ok(all) = sys::listening_unix_sockets_here() else {
+            return false;
+        };
+        let matching: Vec<u64> = all.iter().filter(|s| wanted(s)).map(|s| s.socket).collect();
+        match self.bound_inside {
+            BoundInside::OwnNetwork => !matching.is_empty(),
+            BoundInside::HeldUnder(root) => !matching.is_empty() && held_under(root, &matching),
+            BoundInside::TmpOnly => false,
+        }
+    }
+}
+
+/// A listening Unix socket, as the kernel's socket diagnostics list it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Listening {
+    /// The socket's own inode (`socket:[N]` in `/proc/<pid>/fd`).
+    pub socket: u64,
+    /// The (device, inode) of the file it is bound to, for a path.
+    pub file: Option<(u64, u64)>,
+    /// Its address's `sun_path` as bound (an abstract name starts with NUL).
+    pub name: Option<Vec<u8>>,
+}
+
+/// Whether a process under `root` (its descendants; orphans come back to it, the subreaper)
+/// holds one of `sockets` open.
+fn held_under(root: libc::pid_t, sockets: &[u64]) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    let parents: Vec<(libc::pid_t, libc::pid_t)> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            Some((pid, parent_in_stat(&stat)?))
+        })
+        .collect();
+    let mut under = vec![root];
+    let mut i = 0;
+    while i < under.len() {
+        let p = under[i];
+        under.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == p)
+                .map(|(pid, _)| *pid),
+        );
+        i += 1;
+    }
+    let wanted: Vec<String> = sockets.iter().map(|s| format!("socket:[{s}]")).collect();
+    under.iter().skip(1).any(|pid| {
+        std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+            fds.filter_map(Result::ok).any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|l| wanted.iter().any(|w| l.as_os_str() == w.as_str()))
+            })
+        })
+    })
+}
+
+/// The parent's pid in a `/proc/<pid>/stat` line: the field after the state, after the
+/// command name (which may hold spaces and parentheses, so the last `)` ends it).
+pub(super) fn parent_in_stat(stat: &str) -> Option<libc::pid_t> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The socket-diagnostics request for every listening Unix socket, with its bound file.
 pub(super) fn unix_diag_request() -> Vec<u8> {
     const SOCK_DIAG_BY_FAMILY: u16 = 20;
     const TCP_LISTEN: u32 = 10;
+    const UDIAG_SHOW_NAME: u32 = 0x1;
     const UDIAG_SHOW_VFS: u32 = 0x2;
     const LEN: u32 = 16 + 24;
     let mut m = Vec::with_capacity(LEN as usize);
@@ -93,7 +187,7 @@ pub(super) fn unix_diag_request() -> Vec<u8> {
     m.extend_from_slice(&0u16.to_ne_bytes());
     m.extend_from_slice(&(1u32 << TCP_LISTEN).to_ne_bytes());
     m.extend_from_slice(&0u32.to_ne_bytes());
-    m.extend_from_slice(&UDIAG_SHOW_VFS.to_ne_bytes());
+    m.extend_from_slice(&(UDIAG_SHOW_NAME | UDIAG_SHOW_VFS).to_ne_bytes());
     m.extend_from_slice(&[0u8; 8]);
     m
 }
@@ -102,10 +196,11 @@ pub(super) fn unix_diag_request() -> Vec<u8> {
 /// `Ok(true)` once the dump is done.
 pub(super) fn parse_unix_diag(
     mut batch: &[u8],
-    found: &mut Vec<(u64, u64)>,
+    found: &mut Vec<Listening>,
 ) -> std::io::Result<bool> {
     const NLMSG_ERROR: u16 = 2;
     const NLMSG_DONE: u16 = 3;
+    const UNIX_DIAG_NAME: u16 = 0;
     const UNIX_DIAG_VFS: u16 = 1;
     const HEADER: usize = 16;
     const DIAG_MSG: usize = 16;
@@ -130,21 +225,35 @@ pub(super) fn parse_unix_diag(
             }
             _ => {}
         }
-        let mut attrs = message.get(HEADER + DIAG_MSG..).unwrap_or(&[]);
+        if len < HEADER + DIAG_MSG {
+            return Err(bad());
+        }
+        // unix_diag_msg: family, type, state, padding, then the socket's inode.
+        let mut socket = Listening {
+            socket: u64::from(u32_at(message, HEADER + 4)),
+            file: None,
+            name: None,
+        };
+        let mut attrs = &message[HEADER + DIAG_MSG..];
         while attrs.len() >= 4 {
             let attr_len = usize::from(u16_at(attrs, 0));
             if attr_len < 4 || attr_len > attrs.len() {
                 return Err(bad());
             }
-            if u16_at(attrs, 2) == UNIX_DIAG_VFS && attr_len >= 12 {
-                // unix_diag_vfs: inode, then the device as the kernel keeps it inside
-                // (major << 20 | minor), not as `stat` gives it.
-                let dev = u32_at(attrs, 8);
-                let (major, minor) = (dev >> 20, dev & 0xf_ffff);
-                found.push((libc::makedev(major, minor), u64::from(u32_at(attrs, 4))));
+            match u16_at(attrs, 2) {
+                UNIX_DIAG_VFS if attr_len >= 12 => {
+                    // unix_diag_vfs: inode, then the device as the kernel keeps it inside
+                    // (major << 20 | minor), not as `stat` gives it.
+                    let dev = u32_at(attrs, 8);
+                    let (major, minor) = (dev >> 20, dev & 0xf_ffff);
+                    socket.file = Some((libc::makedev(major, minor), u64::from(u32_at(attrs, 4))));
+                }
+                UNIX_DIAG_NAME => socket.name = Some(attrs[4..attr_len].to_vec()),
+                _ => {}
             }
             attrs = attrs.get(attr_len.next_multiple_of(4)..).unwrap_or(&[]);
         }
+        found.push(socket);
         batch = batch.get(len.next_multiple_of(4)..).unwrap_or(&[]);
     }
     Ok(false)
@@ -311,8 +420,10 @@ impl Supervisor {
                 let object = self.open_checked(&path, cwd)?;
                 Ok(Some((socket, Target::Object(object))))
             }
-            Address::Abstract if !self.reachable.own_network => Err(libc::ECONNREFUSED),
-            Address::Abstract | Address::Other => Ok(Some((socket, Target::Bytes(bytes)))),
+            Address::Abstract(name) if !self.reachable.admits_abstract(&name) => {
+                Err(libc::ECONNREFUSED)
+            }
+            Address::Abstract(_) | Address::Other => Ok(Some((socket, Target::Bytes(bytes)))),
         }
     }
 
@@ -402,6 +513,46 @@ fn thread_group(tid: libc::pid_t) -> rustix::io::Result<libc::pid_t> {
         .ok_or(rustix::io::Errno::SRCH)
 }
 
+/// Whether a supervisor can work here: the kernel hands calls over, and lets the supervisor
+/// read the caller's memory and take its socket, which Yama's `ptrace_scope` can forbid: 3
+/// forbids it to everyone, 2 to all but holders of `CAP_SYS_PTRACE` (PID 1 of the namespaced
+/// sandbox holds it over the command's user namespace; the fallback's supervisor does not).
+pub(super) fn available(namespaced: bool) -> bool {
+    let scope: u8 = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let allowed = if namespaced { scope < 3 } else { scope < 2 };
+    allowed && sys::user_notification_available()
+}
+
+/// Takes the listener the command's process sends over `channel` (none if it failed before
+/// sending; it then exits and reports why) and settles its `connect`s on a thread of this
+/// process from now on. The caller must not fork afterwards.
+pub(super) fn start(
+    channel: &std::os::unix::net::UnixStream,
+    allowed_paths: &[std::path::PathBuf],
+    scratch_dev: Option<u64>,
+    bound_inside: BoundInside,
+) {
+    let Ok(mut received) = crate::handoff::receive(channel) else {
+        return;
+    };
+    let Some(listener) = received.pop() else {
+        return;
+    };
+    let reachable = Reachable {
+        allowed: identify(allowed_paths),
+        scratch_dev,
+        bound_inside,
+    };
+    let supervisor = Supervisor::new(listener, reachable);
+    // Without the thread the command's `connect`s wait for ever; it can still be stopped.
+    let _ = std::thread::Builder::new()
+        .name("connect supervisor".into())
+        .spawn(move || supervisor.serve());
+}
+
 /// The (device, inode) of each allowed socket that exists now.
 pub(super) fn identify(paths: &[std::path::PathBuf]) -> Vec<(u64, u64)> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -463,6 +614,14 @@ mod tests {
     }
 
     #[test]
+    fn parents_are_read_past_any_command_name() {
+        use super::parent_in_stat;
+        assert_eq!(parent_in_stat("12 (sh) S 7 12 12 0"), Some(7));
+        assert_eq!(parent_in_stat("12 (a) b) (c) R 99 1"), Some(99));
+        assert_eq!(parent_in_stat("12 (x"), None);
+    }
+
+    #[test]
     fn the_callers_own_proc_entries_are_named_by_number() {
         use super::as_seen_by;
         assert_eq!(
@@ -488,7 +647,10 @@ mod tests {
             parse_unix(&unix(b"rel.sock\0/etc")),
             Address::Path(b"rel.sock".to_vec())
         );
-        assert_eq!(parse_unix(&unix(b"\0name")), Address::Abstract);
+        assert_eq!(
+            parse_unix(&unix(b"\0name\0x")),
+            Address::Abstract(b"\0name\0x".to_vec())
+        );
         // Family only: an unnamed address, refused by connect without a lookup.
         assert_eq!(parse_unix(&unix(b"")), Address::Other);
         assert_eq!(parse_unix(&[2, 0, 1, 2, 3]), Address::Other);
@@ -506,6 +668,7 @@ mod tests {
         // One reply: header, unix_diag_msg, a name attribute, a VFS attribute; then done.
         let mut reply = Vec::new();
         let mut message = vec![0u8; 32];
+        message[20..24].copy_from_slice(&5555u32.to_ne_bytes());
         message.extend_from_slice(&[8, 0, 0, 0, b'/', b'a', 0, 0]);
         message.extend_from_slice(&12u16.to_ne_bytes());
         message.extend_from_slice(&1u16.to_ne_bytes());
@@ -518,7 +681,14 @@ mod tests {
         reply.extend_from_slice(&message);
         let mut found = Vec::new();
         assert!(!parse_unix_diag(&reply, &mut found)?);
-        assert_eq!(found, vec![(libc::makedev(8, 1), 77)]);
+        assert_eq!(
+            found,
+            vec![super::Listening {
+                socket: 5555,
+                file: Some((libc::makedev(8, 1), 77)),
+                name: Some(b"/a\0\0".to_vec()),
+            }]
+        );
         let mut done = vec![0u8; 20];
         done[..4].copy_from_slice(&20u32.to_ne_bytes());
         done[4..6].copy_from_slice(&3u16.to_ne_bytes());

@@ -983,9 +983,9 @@ pub fn connect_raw(fd: libc::c_int, address: &[u8]) -> io::Result<()> {
     check(ret).map(drop)
 }
 
-/// The (device, inode) of every listening Unix socket bound to a path in this network
-/// namespace, from the kernel's socket diagnostics (`NETLINK_SOCK_DIAG`, `UNIX_DIAG_VFS`).
-pub fn listening_unix_sockets_here() -> io::Result<Vec<(u64, u64)>> {
+/// Every listening Unix socket in this network namespace, with its name and bound file, from
+/// the kernel's socket diagnostics (`NETLINK_SOCK_DIAG`).
+pub fn listening_unix_sockets_here() -> io::Result<Vec<super::supervise::Listening>> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     // SAFETY: integer arguments only.
     let raw = check(unsafe {
