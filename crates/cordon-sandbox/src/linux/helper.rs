@@ -418,7 +418,8 @@ fn init(
 fn start_supervisor(spec: &SandboxSpec, channel: &std::os::unix::net::UnixStream) {
     use std::os::unix::fs::MetadataExt;
     let bound_inside = if spec.network == NetworkMode::Host {
-        super::supervise::BoundInside::TmpOnly
+        // This PID namespace's processes are all the command's (and this one's).
+        super::supervise::BoundInside::HeldUnder(1)
     } else {
         super::supervise::BoundInside::OwnNetwork
     };

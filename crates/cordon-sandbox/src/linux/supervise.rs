@@ -62,12 +62,11 @@ pub(super) enum BoundInside {
     /// The sandbox has a network namespace of its own: every listening socket the kernel
     /// lists there was bound by the command, and so is every abstract name there.
     OwnNetwork,
-    /// `--network host` with namespaces: only the sandbox's own /tmp and /dev/shm tell.
-    /// Abstract names are refused: the supervisor's connect would not be scoped by the
-    /// command's Landlock domain.
-    TmpOnly,
-    /// Without namespaces: a listening socket some process under this one (the command's
-    /// subreaper) holds open.
+    /// The network namespace is shared with the host (`--network host`, or no namespaces):
+    /// a listening socket is the command's when some process under this one (PID 1, or the
+    /// fallback's supervisor, the command's subreaper) holds it open. An abstract name is
+    /// checked the same way: the supervisor's connect is not scoped by the command's Landlock
+    /// domain, which used to keep the host's abstract sockets out of reach.
     HeldUnder(libc::pid_t),
 }
 
@@ -91,16 +90,12 @@ impl Reachable {
     fn admits_abstract(&self, name: &[u8]) -> bool {
         match self.bound_inside {
             BoundInside::OwnNetwork => true,
-            BoundInside::TmpOnly => false,
             BoundInside::HeldUnder(_) => self.listed(|s| s.name.as_deref() == Some(name)),
         }
     }
 
     /// Whether a listening socket bound inside the sandbox matches `wanted`.
     fn listed(&self, wanted: impl Fn(&Listening) -> bool) -> bool {
-        if matches!(self.bound_inside, BoundInside::TmpOnly) {
-            return false;
-        }
         let Ok(all) = sys::listening_unix_sockets_here() else {
             return false;
         };
@@ -108,7 +103,6 @@ impl Reachable {
         match self.bound_inside {
             BoundInside::OwnNetwork => !matching.is_empty(),
             BoundInside::HeldUnder(root) => !matching.is_empty() && held_under(root, &matching),
-            BoundInside::TmpOnly => false,
         }
     }
 }
