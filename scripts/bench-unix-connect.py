@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """What the `connect` supervisor costs: inside `cordon run`, a loop of loopback connects
-(blocking TCP, non-blocking TCP, and a Unix socket the command binds in /tmp), each accepted
-and closed, with and without `--allow-unix-socket` (only with it does PID 1 settle every
-`connect`). The two runs alternate, round after round; prints the median microseconds per
+(blocking TCP, non-blocking TCP, and a Unix socket the command binds in its TMPDIR), each
+accepted and closed, with and without `--allow-unix-socket` (only with it does PID 1 settle
+every `connect`), and with it and without namespaces (there the fallback's supervisor finds
+the command's own socket by scanning its processes' descriptors). The two runs alternate, round after round; prints the median microseconds per
 connect and accept of each kind.
 
     scripts/bench-unix-connect.py [--cordon PATH] [--rounds N] [--connects N]
@@ -17,18 +18,23 @@ import subprocess
 import tempfile
 
 INNER = r'''
-import socket, sys, time
+import os, socket, sys, time
 n = int(sys.argv[1])
-tcp = socket.socket()
-tcp.bind(('127.0.0.1', 0))
-tcp.listen(4096)
-kinds = [('tcp blocking', socket.AF_INET, tcp.getsockname(), True, tcp),
-         ('tcp non-blocking', socket.AF_INET, tcp.getsockname(), False, tcp)]
+kinds = []
+try:
+    tcp = socket.socket()
+    tcp.bind(('127.0.0.1', 0))
+    tcp.listen(4096)
+    kinds.append(('tcp blocking', socket.AF_INET, tcp.getsockname(), True, tcp))
+    kinds.append(('tcp non-blocking', socket.AF_INET, tcp.getsockname(), False, tcp))
+except OSError:
+    pass
 try:
     unix = socket.socket(socket.AF_UNIX)
-    unix.bind('/tmp/bench.sock')
+    path = os.path.join(os.environ['TMPDIR'], 'bench.sock')
+    unix.bind(path)
     unix.listen(4096)
-    kinds.append(('unix in /tmp', socket.AF_UNIX, '/tmp/bench.sock', True, unix))
+    kinds.append(('unix in TMPDIR', socket.AF_UNIX, path, True, unix))
 except OSError:
     pass
 for name, family, address, blocking, server in kinds:
@@ -60,16 +66,19 @@ def main():
         agent = socket.socket(socket.AF_UNIX)
         agent.bind(os.path.join(ws, "agent.sock"))
         agent.listen()
+        allow = ["--allow-unix-socket", os.path.join(ws, "agent.sock")]
         runs = {
-            "no Unix socket allowed": [],
-            "--allow-unix-socket (supervised)": ["--allow-unix-socket", os.path.join(ws, "agent.sock")],
+            "no Unix socket allowed": ([], {}),
+            "--allow-unix-socket (supervised)": (allow, {}),
+            "without namespaces, supervised": (allow, {"CORDON_SANDBOX_LANDLOCK_ONLY": "1"}),
         }
         results = {label: {} for label in runs}
         for _ in range(args.rounds):
-            for label, flags in runs.items():
+            for label, (flags, env) in runs.items():
                 out = subprocess.run(
                     [cordon, "run", *flags, "--", "python3", inner, str(args.connects)],
                     cwd=ws, capture_output=True, text=True, check=True,
+                    env={**os.environ, **env},
                 ).stdout
                 for line in out.splitlines():
                     name, micros = line.split("\t")

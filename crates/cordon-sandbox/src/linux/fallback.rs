@@ -168,10 +168,15 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
         );
     }
     let pair = if supervised {
-        Some(
-            std::os::unix::net::UnixStream::pair()
-                .map_err(|e| Failure::io("socketpair", e, "for the connect supervisor"))?,
-        )
+        let pair = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| Failure::io("socketpair", e, "for the connect supervisor"))?;
+        // Its TMPDIR is on the host's /tmp: sockets there are known by who holds them.
+        let reachable = super::supervise::Reachable::before_start(
+            &spec.unix_sockets,
+            None,
+            super::supervise::BoundInside::HeldUnder(std::process::id() as libc::pid_t),
+        );
+        Some((pair, reachable))
     } else {
         None
     };
@@ -206,7 +211,7 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
                 deny_host_ipc: true,
             };
             let tmpdir = tmp.to_string_lossy().into_owned();
-            let supervisor = pair.map(|(_, theirs)| theirs);
+            let supervisor = pair.map(|((_, theirs), _)| theirs);
             match become_command(&spec, &walls, extra, &tmpdir, supervisor, channel) {
                 Ok(never) => match never {},
                 Err(f) => report(channel, &f),
@@ -216,16 +221,10 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
     // From here on this process is the supervisor. cordon's death raises the alarm too, so
     // that the cleanup below still runs.
     let _ = sys::forward_signals_to_group(command);
-    if let Some((ours, theirs)) = pair {
+    if let Some(((ours, theirs), reachable)) = pair {
         drop(theirs);
-        // This process forks nothing from here on, so threads in it are safe. Its own
-        // TMPDIR is on the host's /tmp: sockets there are known by who holds them.
-        super::supervise::start(
-            &ours,
-            &spec.unix_sockets,
-            None,
-            super::supervise::BoundInside::HeldUnder(std::process::id() as libc::pid_t),
-        );
+        // This process forks nothing from here on, so threads in it are safe.
+        super::supervise::start(&ours, reachable);
     }
     sys::kill_on_alarm(command, spec.limits.timeout).map_err(|e| Failure::io("timeout", e, ""))?;
     sys::die_with_parent(libc::SIGALRM).map_err(|e| Failure::io("die-with-parent", e, ""))?;

@@ -384,24 +384,23 @@ fn init(
     let _ = sys::sethostname("cordon");
     // The command's process sends its filter's listener back over this pair.
     let pair = if supervised {
-        Some(
-            std::os::unix::net::UnixStream::pair()
-                .map_err(|e| Failure::io("socketpair", e, "for the connect supervisor"))?,
-        )
+        let pair = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| Failure::io("socketpair", e, "for the connect supervisor"))?;
+        Some((pair, reachable(spec)))
     } else {
         None
     };
     let command = match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
         Some(pid) => pid,
-        None => match exec_command(spec, errors, pair.map(|(_, theirs)| theirs)) {
+        None => match exec_command(spec, errors, pair.map(|((_, theirs), _)| theirs)) {
             Ok(never) => match never {},
             Err(f) => report(errors, &f),
         },
     };
     let _ = sys::forward_signals_to_group(command);
-    if let Some((ours, theirs)) = pair {
+    if let Some(((ours, theirs), reachable)) = pair {
         drop(theirs);
-        start_supervisor(spec, &ours);
+        super::supervise::start(&ours, reachable);
     }
     // This process keeps its end of the channel to say how the command ended; the parent
     // reads the channel to its end, which comes when this process exits with the command.
@@ -414,8 +413,8 @@ fn init(
     }
 }
 
-/// With Unix sockets allowed, from now on a thread of PID 1 settles the command's `connect`s.
-fn start_supervisor(spec: &SandboxSpec, channel: &std::os::unix::net::UnixStream) {
+/// What PID 1's supervisor lets the command reach by path.
+fn reachable(spec: &SandboxSpec) -> super::supervise::Reachable {
     use std::os::unix::fs::MetadataExt;
     let bound_inside = if spec.network == NetworkMode::Host {
         // This PID namespace's processes are all the command's (and this one's).
@@ -423,12 +422,11 @@ fn start_supervisor(spec: &SandboxSpec, channel: &std::os::unix::net::UnixStream
     } else {
         super::supervise::BoundInside::OwnNetwork
     };
-    super::supervise::start(
-        channel,
+    super::supervise::Reachable::before_start(
         &spec.unix_sockets,
         std::fs::metadata("/tmp").ok().map(|m| m.dev()),
         bound_inside,
-    );
+    )
 }
 
 const RO_FLAGS: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV;
@@ -771,9 +769,11 @@ fn blank_file() -> Result<&'static Path, Failure> {
     Ok(blank)
 }
 
-/// With some Unix sockets allowed the command may create Unix sockets, so every other socket
-/// the host has bound (a Docker daemon's, an SSH agent's) is covered with the blank file:
-/// connecting to it then fails.
+/// With some Unix sockets allowed the command may create Unix sockets. The allowed ones are
+/// bound in where the view would not show them. Only where no supervisor settles `connect`
+/// (a kernel without user notification) is every other socket the host lists as bound (a
+/// Docker daemon's, an SSH agent's) covered with the blank file, which misses sockets bound
+/// later, renamed, or named relative to a directory.
 fn hide_sockets(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), Failure> {
     use std::os::unix::fs::FileTypeExt;
     // The allowed ones are made visible where the view would not show them (under the

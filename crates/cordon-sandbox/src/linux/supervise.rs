@@ -520,25 +520,31 @@ pub(super) fn available(namespaced: bool) -> bool {
     allowed && sys::user_notification_available()
 }
 
+impl Reachable {
+    /// Before the command starts: the allowed sockets are identified while nothing in the
+    /// sandbox can yet rename another socket to an allowed name.
+    pub(super) fn before_start(
+        allowed_paths: &[std::path::PathBuf],
+        scratch_dev: Option<u64>,
+        bound_inside: BoundInside,
+    ) -> Self {
+        Reachable {
+            allowed: identify(allowed_paths),
+            scratch_dev,
+            bound_inside,
+        }
+    }
+}
+
 /// Takes the listener the command's process sends over `channel` (none if it failed before
 /// sending; it then exits and reports why) and settles its `connect`s on a thread of this
 /// process from now on. The caller must not fork afterwards.
-pub(super) fn start(
-    channel: &std::os::unix::net::UnixStream,
-    allowed_paths: &[std::path::PathBuf],
-    scratch_dev: Option<u64>,
-    bound_inside: BoundInside,
-) {
+pub(super) fn start(channel: &std::os::unix::net::UnixStream, reachable: Reachable) {
     let Ok(mut received) = crate::handoff::receive(channel) else {
         return;
     };
     let Some(listener) = received.pop() else {
         return;
-    };
-    let reachable = Reachable {
-        allowed: identify(allowed_paths),
-        scratch_dev,
-        bound_inside,
     };
     let supervisor = Supervisor::new(listener, reachable);
     // Without the thread the command's `connect`s wait for ever; it can still be stopped.
