@@ -546,6 +546,8 @@ pub(super) fn start(channel: &std::os::unix::net::UnixStream, reachable: Reachab
     let Some(listener) = received.pop() else {
         return;
     };
+    // Older kernels switch the slower way; nothing else differs.
+    let _ = sys::wake_synchronously(listener.as_raw_fd());
     let supervisor = Supervisor::new(listener, reachable);
     // Without the thread the command's `connect`s wait for ever; it can still be stopped.
     let _ = std::thread::Builder::new()
