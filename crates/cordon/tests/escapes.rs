@@ -1433,6 +1433,9 @@ fn attempts() -> Vec<Attempt> {
         attempt(
             "connect to a fake docker.sock while another socket is allowed",
             |sb| {
+                if let Some(skipped) = without_supervisor(sb) {
+                    return skipped;
+                }
                 let sock = sb.outside.join("docker.sock");
                 let listener = UnixListener::bind(&sock).expect("bind");
                 listener.set_nonblocking(true).expect("nonblocking");
@@ -1461,6 +1464,9 @@ fn attempts() -> Vec<Attempt> {
         attempt(
             "connect to a host socket bound with a relative name while another is allowed",
             |sb| {
+                if let Some(skipped) = without_supervisor(sb) {
+                    return skipped;
+                }
                 let host = visible_dir();
                 let server = HostUnixServer::start(host.path(), "docker.sock");
                 let o = with_agent(sb, &connect_unix(&host.path().join("docker.sock")));
@@ -1470,6 +1476,9 @@ fn attempts() -> Vec<Attempt> {
         attempt(
             "connect to a host socket renamed after binding while another is allowed",
             |sb| {
+                if let Some(skipped) = without_supervisor(sb) {
+                    return skipped;
+                }
                 let host = visible_dir();
                 let bound = host.path().join("bound-as.sock");
                 let listener = UnixListener::bind(&bound).expect("bind");
@@ -1483,6 +1492,9 @@ fn attempts() -> Vec<Attempt> {
         attempt(
             "connect to a host socket bound after the sandbox started",
             |sb| {
+                if let Some(skipped) = without_supervisor(sb) {
+                    return skipped;
+                }
                 let host = visible_dir();
                 let sock = host.path().join("late.sock");
                 let agent = sb.outside.join("agent.sock");
@@ -1522,6 +1534,9 @@ fn attempts() -> Vec<Attempt> {
         attempt(
             "flip a connect address between an allowed and a host socket from another thread",
             |sb| {
+                if let Some(skipped) = without_supervisor(sb) {
+                    return skipped;
+                }
                 let host = visible_dir();
                 let agent = host.path().join("agent.sock");
                 let sock = host.path().join("docke.sock");
@@ -1779,6 +1794,30 @@ fn visible_dir() -> tempfile::TempDir {
         .expect("a directory in /var/tmp")
 }
 
+/// The attempts on host Unix sockets need the `connect` supervisor (seccomp user
+/// notification, and Yama's `ptrace_scope` low enough to read the caller's memory). Without
+/// it cordon says the run is weaker about Unix sockets, and they are skipped with that reason
+/// (a failure under `CORDON_TEST_NO_SKIP`).
+fn without_supervisor(sb: &Sandbox) -> Option<Verdict> {
+    let probe = sb.outside.join("probe.sock");
+    let _listener = UnixListener::bind(&probe).expect("bind");
+    let o = sb.run(&[
+        "--allow-unix-socket",
+        probe.to_str().expect("utf-8"),
+        "--",
+        "true",
+    ]);
+    let _ = std::fs::remove_file(&probe);
+    let said = stderr(&o);
+    let weaker = said.lines().find(|l| l.contains("Unix socket"))?;
+    let why = format!("skipped: no connect supervisor here ({})", weaker.trim());
+    if std::env::var_os("CORDON_TEST_NO_SKIP").is_some() {
+        return Some(Err(format!("{why} (CORDON_TEST_NO_SKIP is set)")));
+    }
+    eprintln!("{why}");
+    Some(Ok(()))
+}
+
 /// Runs `script` in python with a host socket `agent.sock` allowed (which makes Unix sockets
 /// creatable at all).
 fn with_agent(sb: &Sandbox, script: &str) -> Output {
@@ -1947,6 +1986,9 @@ fn unix_sockets_the_command_may_use_stay_reachable() {
     let Some(sb) = Sandbox::with_mode(Mode::Namespaces) else {
         return;
     };
+    if let Some(skipped) = without_supervisor(&sb) {
+        return skipped.expect("the supervisor");
+    }
     let agent = sb.outside.join("agent.sock");
     let agent_listener = UnixListener::bind(&agent).expect("bind");
     agent_listener.set_nonblocking(true).expect("nonblocking");
@@ -2048,6 +2090,9 @@ except OSError as e:
     let Some(alone) = Sandbox::with_mode(Mode::LandlockOnly) else {
         return;
     };
+    if let Some(skipped) = without_supervisor(&alone) {
+        return skipped.expect("the supervisor");
+    }
     let o = alone.run(&[
         "--allow-unix-socket",
         agent.to_str().expect("utf-8"),

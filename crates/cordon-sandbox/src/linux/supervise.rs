@@ -121,8 +121,49 @@ pub(super) struct Listening {
 /// Whether a process under `root` (its descendants; orphans come back to it, the subreaper)
 /// holds one of `sockets` open.
 fn held_under(root: libc::pid_t, sockets: &[u64]) -> bool {
+    let wanted: Vec<String> = sockets.iter().map(|s| format!("socket:[{s}]")).collect();
+    descendants(root).iter().any(|pid| {
+        std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+            fds.filter_map(Result::ok).any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|l| wanted.iter().any(|w| l.as_os_str() == w.as_str()))
+            })
+        })
+    })
+}
+
+/// The processes under `root`, from each thread's `children` list where the kernel keeps
+/// one (walking only the sandbox's own processes), else from every process's parent.
+fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
+    let children_of = |pid: libc::pid_t| -> Option<Vec<libc::pid_t>> {
+        let mut found = Vec::new();
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+            let list = std::fs::read_to_string(task.ok()?.path().join("children")).ok()?;
+            found.extend(
+                list.split_whitespace()
+                    .filter_map(|c| c.parse::<libc::pid_t>().ok()),
+            );
+        }
+        Some(found)
+    };
+    let mut under = vec![root];
+    let mut i = 0;
+    while i < under.len() {
+        match children_of(under[i]) {
+            Some(children) => under.extend(children),
+            // A process that ended meanwhile has no children left to list.
+            None if i > 0 => {}
+            None => return descendants_by_parent(root),
+        }
+        i += 1;
+    }
+    under.remove(0);
+    under
+}
+
+fn descendants_by_parent(root: libc::pid_t) -> Vec<libc::pid_t> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
+        return Vec::new();
     };
     let parents: Vec<(libc::pid_t, libc::pid_t)> = entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<libc::pid_t>().ok())
@@ -143,15 +184,8 @@ fn held_under(root: libc::pid_t, sockets: &[u64]) -> bool {
         );
         i += 1;
     }
-    let wanted: Vec<String> = sockets.iter().map(|s| format!("socket:[{s}]")).collect();
-    under.iter().skip(1).any(|pid| {
-        std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
-            fds.filter_map(Result::ok).any(|fd| {
-                std::fs::read_link(fd.path())
-                    .is_ok_and(|l| wanted.iter().any(|w| l.as_os_str() == w.as_str()))
-            })
-        })
-    })
+    under.remove(0);
+    under
 }
 
 /// The parent's pid in a `/proc/<pid>/stat` line: the field after the state, after the
@@ -613,6 +647,38 @@ mod tests {
             );
             assert_eq!(finished.recv_timeout(Duration::from_secs(30)), Ok(i));
         }
+    }
+
+    /// Both ways of finding a process's descendants find a child and a grandchild.
+    #[test]
+    fn descendants_are_found_either_way() -> std::io::Result<()> {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()?;
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+            &mut line,
+        )?;
+        let grandchild: libc::pid_t = line.trim().parse().expect("a pid");
+        let me = std::process::id() as libc::pid_t;
+        let shell = child.id() as libc::pid_t;
+        let by_children = super::descendants(me);
+        let by_parent = super::descendants_by_parent(me);
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::process::Command::new("kill")
+            .arg(grandchild.to_string())
+            .status();
+        for found in [by_children, by_parent] {
+            assert!(
+                found.contains(&shell) && found.contains(&grandchild),
+                "{found:?}"
+            );
+            assert!(!found.contains(&me));
+        }
+        Ok(())
     }
 
     #[test]
