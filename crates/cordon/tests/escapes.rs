@@ -1598,7 +1598,7 @@ fn attempts() -> Vec<Attempt> {
                 with_agent(
                     sb,
                     &format!(
-                        "import socket\nfor make in (lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM), lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0]):\n    try:\n        make().sendto(b'x', {:?})\n    except OSError:\n        pass",
+                        "import socket\nfor kind in (socket.SOCK_DGRAM, socket.SOCK_RAW, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC):\n    for make in (lambda: socket.socket(socket.AF_UNIX, kind), lambda: socket.socketpair(socket.AF_UNIX, kind)[0]):\n        try:\n            make().sendto(b'x', {:?})\n        except OSError:\n            pass",
                         sock.display().to_string()
                     ),
                 );

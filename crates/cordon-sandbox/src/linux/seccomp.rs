@@ -92,8 +92,9 @@ const NAMESPACE_FLAGS: &[u64] = &[
 ];
 
 /// The bits of `socket`'s type argument that hold the type (the rest are SOCK_NONBLOCK and
-/// SOCK_CLOEXEC).
-const SOCKET_TYPE_MASK: u64 = 0xf;
+/// SOCK_CLOEXEC), but the lowest: a Unix socket of type SOCK_RAW (3) is made a SOCK_DGRAM (2)
+/// one, so the two are refused together as the types whose bits under this mask are 2.
+const DATAGRAM_TYPES_MASK: u64 = 0xe;
 
 /// The x32 ABI marks its syscall numbers with this bit.
 const X32_BIT: u32 = 0x4000_0000;
@@ -244,7 +245,7 @@ pub fn build(allow_unix: bool, extra: Extra) -> Result<BpfProgram, String> {
                 cond(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
                 cond(
                     1,
-                    SeccompCmpOp::MaskedEq(SOCKET_TYPE_MASK),
+                    SeccompCmpOp::MaskedEq(DATAGRAM_TYPES_MASK),
                     libc::SOCK_DGRAM as u64,
                 )?,
             ])

@@ -794,8 +794,16 @@ mod tests {
         }
         let mut buf = [0u8; 4];
         assert!(receiver.recv(&mut buf).is_err(), "a datagram arrived");
-        // A datagram socket does: the case the filter refuses.
+        // A datagram socket does: the case the filter refuses. So does a "raw" one, which the
+        // kernel makes a datagram socket: the filter refuses both types.
         UnixDatagram::unbound()?.send_to(b"z", &path)?;
+        assert_eq!(receiver.recv(&mut buf)?, 1);
+        let raw = rustix::net::socket(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::RAW,
+            None,
+        )?;
+        rustix::net::sendto(&raw, b"r", rustix::net::SendFlags::empty(), &address)?;
         assert_eq!(receiver.recv(&mut buf)?, 1);
         Ok(())
     }
