@@ -1586,6 +1586,21 @@ fn attempts() -> Vec<Attempt> {
             },
         ),
         attempt(
+            "take the connect supervisor's listener through /proc",
+            |sb| {
+                // With the listener the command could answer its own calls, "continue"
+                // included. PID 1 (or the fallback's supervisor, the parent) holds it.
+                let o = with_agent(
+                    sb,
+                    "import os\nfor pid in {1, os.getppid()}:\n    try:\n        fds = os.listdir('/proc/%d/fd' % pid)\n    except OSError:\n        continue\n    for fd in fds:\n        try:\n            os.open('/proc/%d/fd/%s' % (pid, fd), os.O_RDWR)\n            print('OPENED', pid, fd)\n        except OSError:\n            pass\nprint('tried')",
+                );
+                if !stdout(&o).contains("tried") {
+                    return Err(format!("the command did not run: {}", stderr(&o)));
+                }
+                lacks(&o, "OPENED")
+            },
+        ),
+        attempt(
             "send a datagram to a host Unix socket while another is allowed",
             |sb| {
                 // Renamed after binding, as the listing of bound sockets would not show it.
