@@ -1600,6 +1600,29 @@ fn attempts() -> Vec<Attempt> {
                 lacks(&o, "OPENED")
             },
         ),
+        attempt("install a connect listener of the command's own", |sb| {
+            if let Some(skipped) = without_supervisor(sb) {
+                return skipped;
+            }
+            // The newest filter's notification wins: a listener of its own would let the
+            // command answer "continue" to its own connects, past the supervisor.
+            let o = with_agent(
+                sb,
+                r#"import ctypes, platform, struct
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {'x86_64': 317, 'aarch64': 277}[platform.machine()]
+program = ctypes.create_string_buffer(struct.pack('HBBI', 6, 0, 0, 0x7fff0000))
+class Fprog(ctypes.Structure):
+    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]
+fprog = Fprog(1, ctypes.addressof(program))
+fd = libc.syscall(nr, 1, 8, ctypes.byref(fprog))
+print('LISTENER' if fd >= 0 else 'refused %d' % ctypes.get_errno())"#,
+            );
+            if !stdout(&o).contains("refused") && !stdout(&o).contains("LISTENER") {
+                return Err(format!("the command did not run: {}", stderr(&o)));
+            }
+            lacks(&o, "LISTENER")
+        }),
         attempt(
             "send a datagram to a host Unix socket while another is allowed",
             |sb| {
