@@ -76,7 +76,8 @@ pub struct SandboxSpec {
     #[serde(default)]
     pub cgroups: Vec<PathBuf>,
     /// Unix-domain socket paths the command may connect to. Without any, the command cannot
-    /// create Unix sockets at all.
+    /// create Unix sockets at all; with some, it may also reach the sockets it binds itself,
+    /// and no others.
     #[serde(default)]
     pub unix_sockets: Vec<PathBuf>,
     #[serde(default)]

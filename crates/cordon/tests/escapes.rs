@@ -1430,9 +1430,12 @@ fn attempts() -> Vec<Attempt> {
             sb.run(&["--", "python3", "-c", &connect_unix(&sock)]);
             refused_unix(&listener)
         }),
-        namespaces_only(
+        attempt(
             "connect to a fake docker.sock while another socket is allowed",
             |sb| {
+                if let Some(skipped) = without_supervisor(sb) {
+                    return skipped;
+                }
                 let sock = sb.outside.join("docker.sock");
                 let listener = UnixListener::bind(&sock).expect("bind");
                 listener.set_nonblocking(true).expect("nonblocking");
@@ -1456,6 +1459,219 @@ fn attempts() -> Vec<Attempt> {
                         stderr(&o)
                     ))
                 }
+            },
+        ),
+        attempt(
+            "connect to a host socket bound with a relative name while another is allowed",
+            |sb| {
+                if let Some(skipped) = without_supervisor(sb) {
+                    return skipped;
+                }
+                let host = visible_dir();
+                let server = HostUnixServer::start(host.path(), "docker.sock");
+                let o = with_agent(sb, &connect_unix(&host.path().join("docker.sock")));
+                server.refused(&o)
+            },
+        ),
+        attempt(
+            "connect to a host socket renamed after binding while another is allowed",
+            |sb| {
+                if let Some(skipped) = without_supervisor(sb) {
+                    return skipped;
+                }
+                let host = visible_dir();
+                let bound = host.path().join("bound-as.sock");
+                let listener = UnixListener::bind(&bound).expect("bind");
+                listener.set_nonblocking(true).expect("nonblocking");
+                let sock = host.path().join("docker.sock");
+                std::fs::rename(&bound, &sock).expect("rename");
+                with_agent(sb, &connect_unix(&sock));
+                refused_unix(&listener)
+            },
+        ),
+        attempt(
+            "connect to a host socket bound after the sandbox started",
+            |sb| {
+                if let Some(skipped) = without_supervisor(sb) {
+                    return skipped;
+                }
+                let host = visible_dir();
+                let sock = host.path().join("late.sock");
+                let agent = sb.outside.join("agent.sock");
+                let _agent = UnixListener::bind(&agent).expect("bind");
+                // The command says it is running, then waits for the socket to exist.
+                let script = format!(
+                    "import os, time\nopen('ready', 'w').close()\nwhile not os.path.exists('go'):\n    time.sleep(0.01)\n{}\nprint('tried')",
+                    connect_unix(&sock)
+                );
+                let mut child = sb
+                    .command()
+                    .args(["--allow-unix-socket", agent.to_str().expect("utf-8")])
+                    .args(["--timeout", "60", "--", "python3", "-c", &script])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("run cordon");
+                while !sb.ws.join("ready").exists() {
+                    if child.try_wait().expect("wait").is_some() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let listener = UnixListener::bind(&sock).expect("bind");
+                listener.set_nonblocking(true).expect("nonblocking");
+                write(&sb.ws.join("go"), "");
+                let o = child.wait_with_output().expect("wait");
+                if !stdout(&o).contains("tried") {
+                    return Err(format!(
+                        "the command did not get to connect: {}",
+                        stderr(&o)
+                    ));
+                }
+                refused_unix(&listener)
+            },
+        ),
+        attempt(
+            "flip a connect address between an allowed and a host socket from another thread",
+            |sb| {
+                if let Some(skipped) = without_supervisor(sb) {
+                    return skipped;
+                }
+                let host = visible_dir();
+                let agent = host.path().join("agent.sock");
+                let sock = host.path().join("docke.sock");
+                assert_eq!(agent.as_os_str().len(), sock.as_os_str().len());
+                // Renamed after binding, so the listing of bound sockets does not name it and
+                // only the check at connect time stands in the way.
+                let bound = host.path().join("bound-as.sock");
+                let listener = UnixListener::bind(&bound).expect("bind");
+                std::fs::rename(&bound, &sock).expect("rename");
+                listener.set_nonblocking(true).expect("nonblocking");
+                let agent_listener = UnixListener::bind(&agent).expect("bind");
+                // Take the allowed connections as they come, so none waits on a full backlog.
+                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let taker = {
+                    let stop = stop.clone();
+                    std::thread::spawn(move || {
+                        let mut taken = 0u32;
+                        for c in agent_listener.incoming() {
+                            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                                break;
+                            }
+                            taken += u32::from(c.is_ok());
+                        }
+                        taken
+                    })
+                };
+                let o = sb.run(&[
+                    "--allow-unix-socket",
+                    agent.to_str().expect("utf-8"),
+                    "--",
+                    "python3",
+                    "-c",
+                    &flip_race(&agent, &sock),
+                ]);
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = std::os::unix::net::UnixStream::connect(&agent);
+                let taken = taker.join().expect("taker");
+                refused_unix(&listener)?;
+                if taken == 0 || !stdout(&o).contains("done") {
+                    return Err(format!(
+                        "the race never ran ({taken} allowed connections): {}{}",
+                        stdout(&o),
+                        stderr(&o)
+                    ));
+                }
+                Ok(())
+            },
+        ),
+        attempt(
+            "take the connect supervisor's listener through /proc",
+            |sb| {
+                // With the listener the command could answer its own calls, "continue"
+                // included. PID 1 (or the fallback's supervisor, the parent) holds it.
+                let o = with_agent(
+                    sb,
+                    "import os\nfor pid in {1, os.getppid()}:\n    try:\n        fds = os.listdir('/proc/%d/fd' % pid)\n    except OSError:\n        continue\n    for fd in fds:\n        try:\n            os.open('/proc/%d/fd/%s' % (pid, fd), os.O_RDWR)\n            print('OPENED', pid, fd)\n        except OSError:\n            pass\nprint('tried')",
+                );
+                if !stdout(&o).contains("tried") {
+                    return Err(format!("the command did not run: {}", stderr(&o)));
+                }
+                lacks(&o, "OPENED")
+            },
+        ),
+        attempt("install a connect listener of the command's own", |sb| {
+            if let Some(skipped) = without_supervisor(sb) {
+                return skipped;
+            }
+            // The newest filter's notification wins: a listener of its own would let the
+            // command answer "continue" to its own connects, past the supervisor.
+            let o = with_agent(
+                sb,
+                r#"import ctypes, platform, struct
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {'x86_64': 317, 'aarch64': 277}[platform.machine()]
+program = ctypes.create_string_buffer(struct.pack('HBBI', 6, 0, 0, 0x7fff0000))
+class Fprog(ctypes.Structure):
+    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]
+fprog = Fprog(1, ctypes.addressof(program))
+fd = libc.syscall(nr, 1, 8, ctypes.byref(fprog))
+print('LISTENER' if fd >= 0 else 'refused %d' % ctypes.get_errno())"#,
+            );
+            if !stdout(&o).contains("refused") && !stdout(&o).contains("LISTENER") {
+                return Err(format!("the command did not run: {}", stderr(&o)));
+            }
+            lacks(&o, "LISTENER")
+        }),
+        attempt(
+            "send a datagram to a host Unix socket while another is allowed",
+            |sb| {
+                // Renamed after binding, as the listing of bound sockets would not show it.
+                let host = visible_dir();
+                let bound = host.path().join("bound-as.sock");
+                let receiver = std::os::unix::net::UnixDatagram::bind(&bound).expect("bind");
+                receiver.set_nonblocking(true).expect("nonblocking");
+                let sock = host.path().join("log.sock");
+                std::fs::rename(&bound, &sock).expect("rename");
+                with_agent(
+                    sb,
+                    &format!(
+                        "import socket\nfor kind in (socket.SOCK_DGRAM, socket.SOCK_RAW, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC):\n    for make in (lambda: socket.socket(socket.AF_UNIX, kind), lambda: socket.socketpair(socket.AF_UNIX, kind)[0]):\n        try:\n            make().sendto(b'x', {:?})\n        except OSError:\n            pass",
+                        sock.display().to_string()
+                    ),
+                );
+                let mut buf = [0u8; 8];
+                if receiver.recv(&mut buf).is_ok() {
+                    Err("the host socket got a datagram".into())
+                } else {
+                    Ok(())
+                }
+            },
+        ),
+        attempt(
+            "connect to a host abstract Unix socket sharing the host's network",
+            |sb| {
+                use std::os::linux::net::SocketAddrExt;
+                let name = format!("{}-shared", tag(sb));
+                let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+                    .expect("name");
+                let listener = UnixListener::bind_addr(&addr).expect("bind");
+                listener.set_nonblocking(true).expect("nonblocking");
+                let agent = sb.outside.join("agent.sock");
+                let _agent = UnixListener::bind(&agent).expect("bind");
+                sb.run(&[
+                    "--network",
+                    "host",
+                    "--allow-unix-socket",
+                    agent.to_str().expect("utf-8"),
+                    "--",
+                    "python3",
+                    "-c",
+                    &format!(
+                        "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect('\\0{name}')\nexcept OSError:\n    pass"
+                    ),
+                ]);
+                refused_unix(&listener)
             },
         ),
         attempt("connect to a host abstract Unix socket", |sb| {
@@ -1607,6 +1823,131 @@ fn connect_unix(path: &Path) -> String {
     )
 }
 
+/// A host directory the sandbox's view shows (its /tmp is its own, so the scratch layout
+/// under the host's /tmp is out of sight and proves nothing about sockets).
+fn visible_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("cordon-escape-")
+        .tempdir_in("/var/tmp")
+        .expect("a directory in /var/tmp")
+}
+
+/// The attempts on host Unix sockets need the `connect` supervisor (seccomp user
+/// notification, and Yama's `ptrace_scope` low enough to read the caller's memory). Without
+/// it cordon says the run is weaker about Unix sockets, and they are skipped with that reason
+/// (a failure under `CORDON_TEST_NO_SKIP`).
+fn without_supervisor(sb: &Sandbox) -> Option<Verdict> {
+    let probe = sb.outside.join("probe.sock");
+    let _listener = UnixListener::bind(&probe).expect("bind");
+    let o = sb.run(&[
+        "--allow-unix-socket",
+        probe.to_str().expect("utf-8"),
+        "--",
+        "true",
+    ]);
+    let _ = std::fs::remove_file(&probe);
+    let said = stderr(&o);
+    let weaker = said.lines().find(|l| l.contains("Unix socket"))?;
+    let why = format!("skipped: no connect supervisor here ({})", weaker.trim());
+    if std::env::var_os("CORDON_TEST_NO_SKIP").is_some() {
+        return Some(Err(format!("{why} (CORDON_TEST_NO_SKIP is set)")));
+    }
+    eprintln!("{why}");
+    Some(Ok(()))
+}
+
+/// Runs `script` in python with a host socket `agent.sock` allowed (which makes Unix sockets
+/// creatable at all).
+fn with_agent(sb: &Sandbox, script: &str) -> Output {
+    let agent = sb.outside.join("agent.sock");
+    let _agent = UnixListener::bind(&agent).expect("bind");
+    sb.run(&[
+        "--allow-unix-socket",
+        agent.to_str().expect("utf-8"),
+        "--",
+        "python3",
+        "-c",
+        script,
+    ])
+}
+
+/// A python program connecting in a loop to an address whose path another thread keeps
+/// flipping between `allowed` and `forbidden` (of the same length), in the very buffer passed
+/// to `connect`.
+fn flip_race(allowed: &Path, forbidden: &Path) -> String {
+    format!(
+        r#"import ctypes, socket, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+a = {a:?}.encode()
+f = {f:?}.encode()
+buf = ctypes.create_string_buffer((socket.AF_UNIX).to_bytes(2, sys.byteorder) + a + bytes(108 - len(a)))
+path = ctypes.addressof(buf) + 2
+stop = False
+def flip():
+    while not stop:
+        ctypes.memmove(path, f, len(f))
+        ctypes.memmove(path, a, len(a))
+t = threading.Thread(target=flip)
+t.start()
+for _ in range(1000):
+    s = socket.socket(socket.AF_UNIX)
+    libc.connect(s.fileno(), buf, 2 + len(a) + 1)
+    s.close()
+stop = True
+t.join()
+print('done')
+"#,
+        a = allowed.display().to_string(),
+        f = forbidden.display().to_string(),
+    )
+}
+
+/// A host Unix socket bound by a process of its own under a name relative to `dir`, the way
+/// the listing of bound sockets shows only that name.
+struct HostUnixServer(Child);
+
+impl HostUnixServer {
+    fn start(dir: &Path, name: &str) -> Self {
+        let mut child = Command::new("python3")
+            .args([
+                "-c",
+                &format!(
+                    "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind({name:?})\ns.listen()\ns.setblocking(False)\nprint('ready', flush=True)\nsys.stdin.read()\ntry:\n    s.accept()\n    print('got a connection')\nexcept BlockingIOError:\n    print('none')"
+                ),
+            ])
+            .current_dir(dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut ready = [0u8; 6];
+        child
+            .stdout
+            .as_mut()
+            .expect("stdout")
+            .read_exact(&mut ready)
+            .expect("the host server started");
+        HostUnixServer(child)
+    }
+
+    fn refused(mut self, o: &Output) -> Verdict {
+        drop(self.0.stdin.take());
+        let mut said = String::new();
+        let _ = self
+            .0
+            .stdout
+            .as_mut()
+            .expect("stdout")
+            .read_to_string(&mut said);
+        let _ = self.0.wait();
+        if said.contains("none") {
+            Ok(())
+        } else {
+            Err(format!("the host server said {said:?}\n{}", stderr(o)))
+        }
+    }
+}
+
 fn refused_unix(listener: &UnixListener) -> Verdict {
     std::thread::sleep(Duration::from_millis(20));
     match listener.accept() {
@@ -1672,4 +2013,150 @@ fn every_attempt_has_its_own_name() {
     let before = names.len();
     names.dedup();
     assert_eq!(names.len(), before, "two attempts share a name");
+}
+
+/// What the `connect` supervisor must not break: with a socket allowed, the command reaches
+/// it (by its name and by a relative one), its own servers (in /tmp, in the workspace, an
+/// abstract name) and loopback TCP, blocking or not; also with `--network host`, and without
+/// namespaces.
+#[test]
+fn unix_sockets_the_command_may_use_stay_reachable() {
+    let Some(sb) = Sandbox::with_mode(Mode::Namespaces) else {
+        return;
+    };
+    if let Some(skipped) = without_supervisor(&sb) {
+        return skipped.expect("the supervisor");
+    }
+    let agent = sb.outside.join("agent.sock");
+    let agent_listener = UnixListener::bind(&agent).expect("bind");
+    agent_listener.set_nonblocking(true).expect("nonblocking");
+    let script = format!(
+        r#"import os, socket
+def connect(family, address, blocking=True):
+    try:
+        s = socket.socket(family)
+        s.setblocking(blocking)
+        s.connect(address)
+        return 'ok'
+    except BlockingIOError:
+        return 'ok'
+    except OSError as e:
+        return 'errno %d' % e.errno
+print('allowed', connect(socket.AF_UNIX, {agent:?}))
+here = os.getcwd()
+os.chdir({outside:?})
+print('allowed-relative', connect(socket.AF_UNIX, 'agent.sock'))
+os.chdir(here)
+held = os.open({agent:?}, os.O_PATH)
+print('allowed-through-proc', connect(socket.AF_UNIX, '/proc/self/fd/%d' % held))
+for name, place in (('tmp', os.environ['TMPDIR'] + '/own.sock'), ('workspace', 'own.sock'), ('abstract', '\0cordon-own')):
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(place)
+    server.listen()
+    print(name, connect(socket.AF_UNIX, place))
+try:
+    tcp = socket.socket()
+    tcp.bind(('127.0.0.1', 0))
+    tcp.listen()
+    print('tcp', connect(socket.AF_INET, tcp.getsockname()))
+    print('tcp-nonblocking', connect(socket.AF_INET, tcp.getsockname(), False))
+except OSError as e:
+    print('no tcp', e.errno)
+"#,
+        agent = agent.display().to_string(),
+        outside = sb.outside.display().to_string(),
+    );
+    let o = sb.run(&[
+        "--allow-unix-socket",
+        agent.to_str().expect("utf-8"),
+        "--",
+        "python3",
+        "-c",
+        &script,
+    ]);
+    let out = stdout(&o);
+    for line in [
+        "allowed ok",
+        "allowed-relative ok",
+        "allowed-through-proc ok",
+        "tmp ok",
+        "workspace ok",
+        "abstract ok",
+        "tcp ok",
+        "tcp-nonblocking ok",
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "no {line:?} in:\n{out}{}",
+            stderr(&o)
+        );
+    }
+    for _ in 0..3 {
+        assert!(
+            agent_listener.accept().is_ok(),
+            "the allowed socket was not reached"
+        );
+    }
+    assert!(
+        !stderr(&o).contains("Unix sockets other than"),
+        "{}",
+        stderr(&o)
+    );
+
+    let _ = std::fs::remove_file(sb.ws.join("own.sock"));
+    let o = sb.run(&[
+        "--network",
+        "host",
+        "--allow-unix-socket",
+        agent.to_str().expect("utf-8"),
+        "--",
+        "python3",
+        "-c",
+        &script,
+    ]);
+    let out = stdout(&o);
+    for line in ["allowed ok", "tmp ok", "workspace ok", "abstract ok"] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "no {line:?} in:\n{out}{}",
+            stderr(&o)
+        );
+    }
+
+    // Without namespaces the command's own sockets are known by who holds them; it has no
+    // loopback TCP there.
+    let Some(alone) = Sandbox::with_mode(Mode::LandlockOnly) else {
+        return;
+    };
+    if let Some(skipped) = without_supervisor(&alone) {
+        return skipped.expect("the supervisor");
+    }
+    let o = alone.run(&[
+        "--allow-unix-socket",
+        agent.to_str().expect("utf-8"),
+        "--",
+        "python3",
+        "-c",
+        &script,
+    ]);
+    let out = stdout(&o);
+    for line in [
+        "allowed ok",
+        "allowed-relative ok",
+        "allowed-through-proc ok",
+        "tmp ok",
+        "workspace ok",
+        "abstract ok",
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "without namespaces, no {line:?} in:\n{out}{}",
+            stderr(&o)
+        );
+    }
+    assert!(
+        !stderr(&o).contains("every Unix socket the command can reach"),
+        "{}",
+        stderr(&o)
+    );
 }

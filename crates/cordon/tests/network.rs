@@ -133,6 +133,42 @@ fn an_allowed_domain_is_reachable_and_others_are_not() {
     );
 }
 
+/// With a Unix socket allowed, every `connect` of the command goes through the sandbox's
+/// supervisor, TCP to the proxy included: that way out still works, blocking (curl) or not
+/// (python with a timeout).
+#[test]
+fn the_proxy_is_reachable_with_a_unix_socket_allowed() {
+    let Some(sb) = sandbox() else { return };
+    let (port, _) = origin("hello through the supervisor");
+    let agent = sb.outside.join("agent.sock");
+    let _agent = std::os::unix::net::UnixListener::bind(&agent).expect("bind");
+    let o = run(
+        &sb,
+        &[
+            "--allow-domain=allowed.test",
+            "--allow-private-ips",
+            &format!("--allow-unix-socket={}", agent.display()),
+        ],
+        &format!(
+            "curl -sS http://allowed.test:{port}/; echo; python3 -c \"
+import os, socket, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ['HTTP_PROXY'])
+s = socket.create_connection((proxy.hostname, proxy.port), timeout=30)
+s.sendall(b'GET http://allowed.test:{port}/ HTTP/1.1\\r\\nHost: allowed.test:{port}\\r\\n\\r\\n')
+print(s.recv(4096).decode().split('\\r\\n\\r\\n')[-1])
+\""
+        ),
+        None,
+    );
+    let out = stdout(&o);
+    assert_eq!(
+        out.matches("hello through the supervisor").count(),
+        2,
+        "{out}{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn a_name_pointing_at_this_machine_is_refused_without_allow_private_ips() {
     let Some(sb) = sandbox() else { return };

@@ -401,6 +401,7 @@ fn doctor_reports_each_mechanism_and_agrees_with_run() {
             "user namespaces",
             "Landlock",
             "seccomp",
+            "Unix sockets",
             "cgroups",
             "settings",
             "configured"

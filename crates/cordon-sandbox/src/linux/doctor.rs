@@ -95,6 +95,21 @@ pub fn probe() -> Vec<Mechanism> {
         required: true,
     });
 
+    let available = super::supervise::available(userns);
+    out.push(Mechanism {
+        name: "Unix sockets",
+        available,
+        detail: if available {
+            "with --allow-unix-socket, the sandbox settles every connect: only the allowed sockets and the command's own are reachable".into()
+        } else {
+            "with --allow-unix-socket, host sockets bound during the run, renamed, or named relative to a directory stay reachable (the run says so)".into()
+        },
+        fix: (!available).then(|| {
+            "needs Linux 5.6+ (seccomp user notification and pidfd_getfd) and Yama's ptrace_scope below 3 (below 2 without user namespaces)".to_string()
+        }),
+        required: false,
+    });
+
     let v2 = read("/sys/fs/cgroup/cgroup.controllers");
     let v1: Vec<&str> = ["memory", "pids", "cpu"]
         .into_iter()

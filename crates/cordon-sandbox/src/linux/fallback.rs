@@ -157,13 +157,29 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
             ],
         );
     }
-    if !spec.unix_sockets.is_empty() {
+    // With Unix sockets allowed, this process settles the command's `connect`s
+    // (`supervise.rs`), as PID 1 does with namespaces.
+    let supervised = !spec.unix_sockets.is_empty() && super::supervise::available(false);
+    if !spec.unix_sockets.is_empty() && !supervised {
         tell(
             channel,
             "weaker",
             &["with a Unix socket allowed, every Unix socket the command can reach is open to it"],
         );
     }
+    let pair = if supervised {
+        let pair = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| Failure::io("socketpair", e, "for the connect supervisor"))?;
+        // Its TMPDIR is on the host's /tmp: sockets there are known by who holds them.
+        let reachable = super::supervise::Reachable::before_start(
+            &spec.unix_sockets,
+            None,
+            super::supervise::BoundInside::HeldUnder(std::process::id() as libc::pid_t),
+        );
+        Some((pair, reachable))
+    } else {
+        None
+    };
 
     // This process is in the working directory the front end checked; the rule that makes it
     // writable is given that very directory ("."), not a path a concurrent command could
@@ -195,7 +211,8 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
                 deny_host_ipc: true,
             };
             let tmpdir = tmp.to_string_lossy().into_owned();
-            match become_command(&spec, &walls, extra, &tmpdir, channel) {
+            let supervisor = pair.map(|((_, theirs), _)| theirs);
+            match become_command(&spec, &walls, extra, &tmpdir, supervisor, channel) {
                 Ok(never) => match never {},
                 Err(f) => report(channel, &f),
             }
@@ -204,6 +221,11 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
     // From here on this process is the supervisor. cordon's death raises the alarm too, so
     // that the cleanup below still runs.
     let _ = sys::forward_signals_to_group(command);
+    if let Some(((ours, theirs), reachable)) = pair {
+        drop(theirs);
+        // This process forks nothing from here on, so threads in it are safe.
+        super::supervise::start(&ours, reachable);
+    }
     sys::kill_on_alarm(command, spec.limits.timeout).map_err(|e| Failure::io("timeout", e, ""))?;
     sys::die_with_parent(libc::SIGALRM).map_err(|e| Failure::io("die-with-parent", e, ""))?;
     let code = match sys::wait(command) {

@@ -207,9 +207,12 @@ pub(super) fn start_namespaced(
     if spec.network != NetworkMode::Host {
         flags |= libc::CLONE_NEWNET;
     }
-    // Which Unix sockets exist is known only in the host's network namespace; read it before
-    // leaving, to hide all but the allowed ones.
-    let host_sockets = if spec.unix_sockets.is_empty() {
+    // With Unix sockets allowed, PID 1 settles every `connect` (`supervise.rs`). A kernel
+    // without user notification gets the older cover instead: which Unix sockets exist is
+    // known only in the host's network namespace, so it is read before leaving, to hide all
+    // but the allowed ones.
+    let supervised = !spec.unix_sockets.is_empty() && super::supervise::available(true);
+    let host_sockets = if spec.unix_sockets.is_empty() || supervised {
         Vec::new()
     } else {
         bound_unix_sockets()
@@ -234,7 +237,7 @@ pub(super) fn start_namespaced(
                     drop(go_reader);
                     write_id_maps(uid, gid)
                 })
-                .and_then(|()| init(spec, &host_sockets, channel));
+                .and_then(|()| init(spec, supervised, &host_sockets, channel));
             match result {
                 Ok(never) => match never {},
                 Err(f) => report(channel, &f),
@@ -342,6 +345,7 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), Failure> {
 
 fn init(
     spec: &SandboxSpec,
+    supervised: bool,
     host_sockets: &[PathBuf],
     errors: &mut Option<std::fs::File>,
 ) -> Result<Never, Failure> {
@@ -368,7 +372,7 @@ fn init(
             )],
         );
     }
-    if !spec.unix_sockets.is_empty() {
+    if !spec.unix_sockets.is_empty() && !supervised {
         tell(
             errors,
             "weaker",
@@ -378,14 +382,26 @@ fn init(
         );
     }
     let _ = sys::sethostname("cordon");
+    // The command's process sends its filter's listener back over this pair.
+    let pair = if supervised {
+        let pair = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| Failure::io("socketpair", e, "for the connect supervisor"))?;
+        Some((pair, reachable(spec)))
+    } else {
+        None
+    };
     let command = match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
         Some(pid) => pid,
-        None => match exec_command(spec, errors) {
+        None => match exec_command(spec, errors, pair.map(|((_, theirs), _)| theirs)) {
             Ok(never) => match never {},
             Err(f) => report(errors, &f),
         },
     };
     let _ = sys::forward_signals_to_group(command);
+    if let Some(((ours, theirs), reachable)) = pair {
+        drop(theirs);
+        super::supervise::start(&ours, reachable);
+    }
     // This process keeps its end of the channel to say how the command ended; the parent
     // reads the channel to its end, which comes when this process exits with the command.
     loop {
@@ -395,6 +411,22 @@ fn init(
             Ok(None) | Err(_) => sys::exit_now(i32::from(exit::SETUP_FAILED)),
         }
     }
+}
+
+/// What PID 1's supervisor lets the command reach by path.
+fn reachable(spec: &SandboxSpec) -> super::supervise::Reachable {
+    use std::os::unix::fs::MetadataExt;
+    let bound_inside = if spec.network == NetworkMode::Host {
+        // This PID namespace's processes are all the command's (and this one's).
+        super::supervise::BoundInside::HeldUnder(1)
+    } else {
+        super::supervise::BoundInside::OwnNetwork
+    };
+    super::supervise::Reachable::before_start(
+        &spec.unix_sockets,
+        std::fs::metadata("/tmp").ok().map(|m| m.dev()),
+        bound_inside,
+    )
 }
 
 const RO_FLAGS: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV;
@@ -737,9 +769,11 @@ fn blank_file() -> Result<&'static Path, Failure> {
     Ok(blank)
 }
 
-/// With some Unix sockets allowed the command may create Unix sockets, so every other socket
-/// the host has bound (a Docker daemon's, an SSH agent's) is covered with the blank file:
-/// connecting to it then fails.
+/// With some Unix sockets allowed the command may create Unix sockets. The allowed ones are
+/// bound in where the view would not show them. Only where no supervisor settles `connect`
+/// (a kernel without user notification) is every other socket the host lists as bound (a
+/// Docker daemon's, an SSH agent's) covered with the blank file, which misses sockets bound
+/// later, renamed, or named relative to a directory.
 fn hide_sockets(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), Failure> {
     use std::os::unix::fs::FileTypeExt;
     // The allowed ones are made visible where the view would not show them (under the
@@ -902,7 +936,11 @@ fn build_dev(shm_source: &Path) -> Result<(), Failure> {
 }
 
 /// In the command's process: give up every power, then become the command.
-fn exec_command(spec: &SandboxSpec, channel: &mut Channel) -> Result<Never, Failure> {
+fn exec_command(
+    spec: &SandboxSpec,
+    channel: &mut Channel,
+    supervisor: Option<std::os::unix::net::UnixStream>,
+) -> Result<Never, Failure> {
     let walls = Walls {
         reads: Reads::Everything,
         writable: [Path::new("/tmp"), Path::new("/dev/shm"), spec.cwd.as_path()]
@@ -911,7 +949,7 @@ fn exec_command(spec: &SandboxSpec, channel: &mut Channel) -> Result<Never, Fail
             .collect(),
         deny_tcp: false,
     };
-    become_command(spec, &walls, Extra::default(), "/tmp", channel)
+    become_command(spec, &walls, Extra::default(), "/tmp", supervisor, channel)
 }
 
 /// The last steps of every run, in the command's own process: a new session, no
@@ -921,6 +959,7 @@ pub(super) fn become_command(
     walls: &Walls,
     extra: Extra,
     tmpdir: &str,
+    supervisor: Option<std::os::unix::net::UnixStream>,
     channel: &mut Channel,
 ) -> Result<Never, Failure> {
     sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
@@ -977,6 +1016,13 @@ pub(super) fn become_command(
     }
     let filter = super::seccomp::build(!spec.unix_sockets.is_empty(), extra)
         .map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e))?;
+    if let Some(supervisor) = supervisor {
+        // Ahead of the main filter, which refuses any further listener.
+        let listener = sys::install_notifying_filter(&super::seccomp::connect_notifier())
+            .map_err(|e| Failure::io("seccomp listener", e, "for the connect supervisor"))?;
+        crate::handoff::send(&supervisor, &[listener])
+            .map_err(|e| Failure::io("seccomp listener", e, "handing it to PID 1"))?;
+    }
     super::seccomp::apply(&filter).map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e))?;
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(Failure(

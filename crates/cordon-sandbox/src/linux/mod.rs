@@ -16,6 +16,7 @@ mod fallback;
 mod helper;
 mod landlock_rules;
 mod seccomp;
+mod supervise;
 mod sys;
 
 use std::io::{Read, Write};

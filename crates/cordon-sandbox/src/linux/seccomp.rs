@@ -91,6 +91,11 @@ const NAMESPACE_FLAGS: &[u64] = &[
     libc::CLONE_NEWCGROUP as u64,
 ];
 
+/// The bits of `socket`'s type argument that hold the type (the rest are SOCK_NONBLOCK and
+/// SOCK_CLOEXEC), but the lowest: a Unix socket of type SOCK_RAW (3) is made a SOCK_DGRAM (2)
+/// one, so the two are refused together as the types whose bits under this mask are 2.
+const DATAGRAM_TYPES_MASK: u64 = 0xe;
+
 /// The x32 ABI marks its syscall numbers with this bit.
 const X32_BIT: u32 = 0x4000_0000;
 
@@ -115,6 +120,36 @@ fn guard() -> BpfProgram {
         step(RETURN, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
         step(JUMP_IF_EQUAL, 0, 1, libc::SYS_clone3 as u32),
         step(RETURN, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        step(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+/// The architecture the filters are built for, as `seccomp_data.arch` names it.
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xc000_003e;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xc000_00b7;
+
+/// A filter that hands every `connect` to the supervisor holding its listener, and lets
+/// everything else through (to the filters stacked with it). A filter cannot read the address
+/// `connect` is given (it is in memory), so the supervisor decides.
+/// Other architectures' calls fall through here: the main filter kills them, and a kill takes
+/// precedence over a notification.
+pub fn connect_notifier() -> BpfProgram {
+    use seccompiler::sock_filter;
+    const LOAD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JUMP_IF_EQUAL: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    // Offsets in seccomp_data: nr at 0, arch at 4.
+    const NR: u32 = 0;
+    const ARCH: u32 = 4;
+    let step = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    vec![
+        step(LOAD, 0, 0, ARCH),
+        step(JUMP_IF_EQUAL, 0, 3, AUDIT_ARCH),
+        step(LOAD, 0, 0, NR),
+        step(JUMP_IF_EQUAL, 0, 1, libc::SYS_connect as u32),
+        step(RETURN, 0, 0, libc::SECCOMP_RET_USER_NOTIF),
         step(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
     ]
 }
@@ -200,6 +235,42 @@ pub fn build(allow_unix: bool, extra: Extra) -> Result<BpfProgram, String> {
             .map(|&f| rule(vec![cond(0, SeccompCmpOp::Eq, f)?]))
             .collect::<Result<Vec<_>, _>>()?
     };
+    let mut socket_rules = socket_rules;
+    if allow_unix {
+        // A datagram Unix socket sends to a path given with each message (`sendto`,
+        // `sendmsg`), a lookup `connect`'s supervisor never sees; even a connected pair's
+        // does. Stream and sequenced-packet sockets ignore or refuse such an address.
+        let datagram = || -> Result<SeccompRule, String> {
+            rule(vec![
+                cond(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
+                cond(
+                    1,
+                    SeccompCmpOp::MaskedEq(DATAGRAM_TYPES_MASK),
+                    libc::SOCK_DGRAM as u64,
+                )?,
+            ])
+        };
+        socket_rules.push(datagram()?);
+        add(libc::SYS_socketpair, vec![datagram()?]);
+        // A filter of the command's own with a listener would be asked about `connect`
+        // before the supervisor's (the newest filter's notification wins) and could let it
+        // through. The kernel allows one listener per process tree already; this says so.
+        add(
+            libc::SYS_seccomp,
+            vec![rule(vec![
+                cond(
+                    0,
+                    SeccompCmpOp::Eq,
+                    u64::from(libc::SECCOMP_SET_MODE_FILTER),
+                )?,
+                cond(
+                    1,
+                    SeccompCmpOp::MaskedEq(libc::SECCOMP_FILTER_FLAG_NEW_LISTENER),
+                    libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                )?,
+            ])?],
+        );
+    }
     add(libc::SYS_socket, socket_rules);
     if extra.deny_host_ipc {
         for &nr in HOST_IPC {
@@ -230,6 +301,49 @@ pub fn apply(program: &BpfProgram) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    /// Runs the loads, equality jumps and returns a hand-written filter uses, on a call's
+    /// number and architecture.
+    fn run(program: &[seccompiler::sock_filter], nr: u32, arch: u32) -> u32 {
+        let mut pc = 0;
+        let mut acc = 0;
+        loop {
+            let i = &program[pc];
+            match u32::from(i.code) {
+                c if c == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS => {
+                    acc = match i.k {
+                        0 => nr,
+                        4 => arch,
+                        k => panic!("load at {k}"),
+                    };
+                }
+                c if c == libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K => {
+                    pc += usize::from(if acc == i.k { i.jt } else { i.jf });
+                }
+                c if c == libc::BPF_RET | libc::BPF_K => return i.k,
+                c => panic!("instruction {c:#x}"),
+            }
+            pc += 1;
+        }
+    }
+
+    #[test]
+    fn only_connect_goes_to_the_supervisor() {
+        let program = super::connect_notifier();
+        let arch = super::AUDIT_ARCH;
+        let connect = libc::SYS_connect as u32;
+        assert_eq!(run(&program, connect, arch), libc::SECCOMP_RET_USER_NOTIF);
+        for other in [
+            libc::SYS_sendto,
+            libc::SYS_socket,
+            libc::SYS_read,
+            libc::SYS_bind,
+        ] {
+            assert_eq!(run(&program, other as u32, arch), libc::SECCOMP_RET_ALLOW);
+        }
+        // Another ABI's numbering means something else; the main filter kills those calls.
+        assert_eq!(run(&program, connect, 0x4000_0003), libc::SECCOMP_RET_ALLOW);
+    }
+
     /// The kernel's cost to load a filter grows with its length, on every run: keep the main
     /// filter within its budget (docs/BENCHMARKS.md has the figures). Prints the lengths.
     #[test]

@@ -815,3 +815,226 @@ pub fn kernel_at_least(major: u32, minor: u32) -> bool {
     let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     found >= (major, minor)
 }
+
+/// Whether this kernel can hand a process's system calls to a supervisor: the
+/// user-notification action, and `pidfd_open` and `pidfd_getfd` to take the caller's socket.
+pub fn user_notification_available() -> bool {
+    let action: u32 = libc::SECCOMP_RET_USER_NOTIF;
+    // SAFETY: SECCOMP_GET_ACTION_AVAIL reads one u32 through a valid pointer.
+    let notify = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_ACTION_AVAIL,
+            0,
+            &action as *const u32,
+        )
+    } == 0;
+    // An invalid descriptor tells a missing call (ENOSYS) from a present one (EBADF).
+    // SAFETY: integer arguments only; -1 is never a valid descriptor.
+    let getfd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, -1, -1, 0) } == 0
+        || io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS);
+    notify && getfd
+}
+
+/// Installs `program` as a seccomp filter of this thread with a new listener, and returns the
+/// listener. A killable wait (Linux 5.19+) keeps a notified call from being interrupted and
+/// restarted by ordinary signals once the supervisor has read it; older kernels get the
+/// plain wait. Needs `no_new_privs`.
+pub fn install_notifying_filter(
+    program: &[seccompiler::sock_filter],
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(program.len())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?,
+        // seccompiler's sock_filter has the kernel's layout, as libc's does.
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    let install = |flags: libc::c_ulong| {
+        // SAFETY: `fprog` points at `program`, which outlives the call; the kernel copies it.
+        unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                flags,
+                &fprog as *const libc::sock_fprog,
+            )
+        }
+    };
+    let mut ret = install(
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
+    );
+    if ret < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        ret = install(libc::SECCOMP_FILTER_FLAG_NEW_LISTENER);
+    }
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the call returned a new descriptor, owned by nothing else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(ret as libc::c_int) })
+}
+
+/// Asks the kernel (6.6+) to switch straight between a notified caller and its supervisor
+/// on one CPU, rather than wake one on another CPU each way; what else could be done meanwhile
+/// is nothing, as the caller waits for the answer.
+pub fn wake_synchronously(listener: libc::c_int) -> io::Result<()> {
+    const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
+    // SAFETY: SET_FLAGS takes its flags by value.
+    check(unsafe {
+        libc::ioctl(
+            listener,
+            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        )
+    })
+    .map(drop)
+}
+
+/// One system call a supervised process is waiting in.
+#[derive(Debug, Clone, Copy)]
+pub struct Notification {
+    pub id: u64,
+    /// The calling thread, in the supervisor's PID namespace.
+    pub pid: libc::pid_t,
+    pub nr: libc::c_int,
+    pub args: [u64; 6],
+}
+
+/// Waits for the next notified call on `listener`. `Ok(None)`: the call was gone before it
+/// could be read (its process was killed).
+pub fn receive_notification(listener: libc::c_int) -> io::Result<Option<Notification>> {
+    // SAFETY: a zeroed seccomp_notif is what the kernel requires as input.
+    let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: `n` is a valid, zeroed seccomp_notif for the kernel to fill.
+    let ret = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n) };
+    if ret < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::EINTR) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(Some(Notification {
+        id: n.id,
+        pid: n.pid as libc::pid_t,
+        nr: n.data.nr,
+        args: n.data.args,
+    }))
+}
+
+/// Whether the call `id` still waits: its thread has not died and its number not been reused.
+pub fn notification_valid(listener: libc::c_int, id: u64) -> bool {
+    // SAFETY: ID_VALID reads one u64 through a valid pointer.
+    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0 }
+}
+
+/// Ends the call `id` with `result`: a return value, or an errno.
+pub fn answer_notification(listener: libc::c_int, id: u64, result: Result<i64, i32>) {
+    let (val, error) = match result {
+        Ok(v) => (v, 0),
+        Err(errno) => (0, -errno),
+    };
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val,
+        error,
+        flags: 0,
+    };
+    // SAFETY: `resp` is a valid seccomp_notif_resp for the kernel to read. A failure means
+    // the caller is gone, which leaves nothing to answer.
+    unsafe {
+        libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp);
+    }
+}
+
+/// Reads `len` bytes at `addr` in the process (thread) `pid`.
+pub fn read_process_memory(pid: libc::pid_t, addr: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    if len == 0 {
+        return Ok(buf);
+    }
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: `local` covers `buf`, which is `len` bytes long and outlives the call; the
+    // remote address is only read by the kernel, in the other process.
+    let got = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    if got < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if got as usize != len {
+        return Err(io::Error::from_raw_os_error(libc::EFAULT));
+    }
+    Ok(buf)
+}
+
+/// `connect()` with a socket address given as the raw bytes a caller passed.
+pub fn connect_raw(fd: libc::c_int, address: &[u8]) -> io::Result<()> {
+    // SAFETY: a zeroed sockaddr_storage is a valid value.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    if address.len() > std::mem::size_of_val(&storage) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: `address` fits in `storage` (checked above); the two do not overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            address.as_ptr(),
+            (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
+            address.len(),
+        );
+    }
+    // SAFETY: `storage` holds `address.len()` valid bytes and outlives the call.
+    let ret = unsafe {
+        libc::connect(
+            fd,
+            (&storage as *const libc::sockaddr_storage).cast(),
+            address.len() as libc::socklen_t,
+        )
+    };
+    check(ret).map(drop)
+}
+
+/// Every listening Unix socket in this network namespace, with its name and bound file, from
+/// the kernel's socket diagnostics (`NETLINK_SOCK_DIAG`).
+pub fn listening_unix_sockets_here() -> io::Result<Vec<super::supervise::Listening>> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: integer arguments only.
+    let raw = check(unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            libc::NETLINK_SOCK_DIAG,
+        )
+    })?;
+    // SAFETY: `raw` was just opened and is owned by nothing else.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    let request = super::supervise::unix_diag_request();
+    // SAFETY: `request` is a valid buffer of that length; with no address the kernel is the
+    // peer of a netlink socket.
+    let sent = unsafe { libc::send(sock.as_raw_fd(), request.as_ptr().cast(), request.len(), 0) };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut found = Vec::new();
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        // SAFETY: `buf` is a valid buffer of that length for the kernel to fill.
+        let got = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if got < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        match super::supervise::parse_unix_diag(&buf[..got as usize], &mut found)? {
+            true => return Ok(found),
+            false => continue,
+        }
+    }
+}

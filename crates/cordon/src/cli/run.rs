@@ -50,7 +50,8 @@ pub struct SandboxFlags {
     #[arg(long, value_name = "SECONDS", value_parser = |s: &str| bounds::TIMEOUT.parse(s))]
     timeout: Option<f64>,
     /// A Unix socket the command may connect to (repeatable); without one, the command cannot
-    /// create Unix sockets.
+    /// create Unix sockets. With one, it may also reach sockets it binds itself, and no
+    /// others; datagram Unix sockets stay refused.
     #[arg(long = "allow-unix-socket", value_name = "PATH")]
     allow_unix_socket: Vec<PathBuf>,
     /// Pass this variable even though its name or value looks like a credential (repeatable).
