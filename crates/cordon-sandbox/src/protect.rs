@@ -1,5 +1,6 @@
 //! Files that must not change even inside writable places, and what to undo after a run.
 
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use crate::beneath::{Kind, Root};
@@ -58,17 +59,40 @@ fn is_current_dir(path: &Path) -> bool {
 /// read-only, and cordon reads these live (exec per request, the proxy every few seconds), so
 /// a run could plant rules that apply at once. They are made before the run, empty and the
 /// user's, to be kept read-only like the others, and removed after it if still empty.
+///
+/// Runs go on side by side in one directory (`exec` runs many at once), and one that ends
+/// must not remove a directory another has just been set up to keep read-only (its mount would
+/// fail). So every run holds a shared lock (`flock`) on each of these directories for its
+/// length, made or found, and removes one it made only when it can take the lock over
+/// exclusively: when no other run holds it. The last of overlapping runs may then leave an
+/// empty directory behind.
 #[derive(Debug, Default)]
 pub struct MadeForRun {
-    /// The writable place (opened before the run) and, in it, the directories made, from the
-    /// top down.
-    made: Vec<(Root, Vec<PathBuf>)>,
+    made: Vec<Made>,
+    /// The locks on the state directories this run found already there.
+    held: Vec<OwnedFd>,
 }
+
+/// Directories one run made in one writable place.
+#[derive(Debug)]
+struct Made {
+    /// The writable place, opened before the run.
+    root: Root,
+    /// The directories made, from the top down; the last is the state directory.
+    dirs: Vec<PathBuf>,
+    /// The run's shared lock on the state directory.
+    lock: OwnedFd,
+}
+
+/// How often a directory that vanished between being found and being locked is looked for
+/// again (another run removed it; the next try makes it).
+const HOLD_TRIES: usize = 4;
 
 impl MadeForRun {
     /// Makes each of `dirs` that lies in `cwd` (this process's working directory) or one of
-    /// `writable` and is missing. Also returns the directories now to be kept read-only, and,
-    /// for each that could not be made, why.
+    /// `writable` and is missing, and locks each of them that is a directory for the run.
+    /// Also returns the directories made, now to be kept read-only, and, for each that could
+    /// not be made, why.
     pub fn make(
         dirs: &[PathBuf],
         cwd: &Path,
@@ -84,7 +108,8 @@ impl MadeForRun {
             else {
                 continue;
             };
-            if std::fs::symlink_metadata(dir).is_ok() {
+            // A link or a file there is kept read-only as it is, by the protected paths.
+            if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
                 continue;
             }
             let opened = if root == cwd {
@@ -92,17 +117,15 @@ impl MadeForRun {
             } else {
                 Root::open(root)
             };
-            let made = opened.and_then(|r| {
-                let made = r.make_dirs(dir.strip_prefix(root).unwrap_or(dir))?;
-                Ok((r, made))
-            });
-            match made {
-                Ok((r, made)) => {
+            let rel = dir.strip_prefix(root).unwrap_or(dir);
+            match opened.and_then(|r| hold(&r, rel).map(|(lock, made)| (r, lock, made))) {
+                Ok((_, lock, made)) if made.is_empty() => out.held.push(lock),
+                Ok((root, lock, dirs)) => {
                     keep.push(dir.clone());
-                    out.made.push((r, made));
+                    out.made.push(Made { root, dirs, lock });
                 }
                 Err(e) => failed.push(format!(
-                    "{} could not be made before the run to keep it read-only ({e}); the command may write cordon's settings there",
+                    "{} could not be made and held before the run to keep it read-only ({e}); the command may write cordon's settings there",
                     dir.display()
                 )),
             }
@@ -111,13 +134,48 @@ impl MadeForRun {
     }
 }
 
+/// The directory `rel` under `root`, made if missing (and which of its directories were made),
+/// with a shared lock on it once it is certain that the lock is on what the name still
+/// names.
+fn hold(root: &Root, rel: &Path) -> std::io::Result<(OwnedFd, Vec<PathBuf>)> {
+    use rustix::fs::{FlockOperation, flock, fstat};
+    let same = |a: &OwnedFd, b: &OwnedFd| match (fstat(a), fstat(b)) {
+        (Ok(a), Ok(b)) => (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino),
+        _ => false,
+    };
+    let mut made = Vec::new();
+    for _ in 0..HOLD_TRIES {
+        let fd = match root.open_dir(rel) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                made.extend(root.make_dirs(rel)?);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        // A run removing the directory holds it exclusively until it is gone.
+        flock(&fd, FlockOperation::LockShared).map_err(std::io::Error::from)?;
+        if root.open_dir(rel).is_ok_and(|again| same(&fd, &again)) {
+            return Ok((fd, made));
+        }
+    }
+    Err(std::io::Error::other(
+        "another run kept removing it; try again",
+    ))
+}
+
 /// Dropped (after the run, or when `cordon run` gives up before it), what
-/// [`MadeForRun::make`] made is removed where still empty, deepest first.
+/// [`MadeForRun::make`] made is removed where still empty, deepest first, unless another run
+/// holds it.
 impl Drop for MadeForRun {
     fn drop(&mut self) {
-        for (root, made) in &self.made {
-            for rel in made.iter().rev() {
-                let _ = root.remove_empty_dir(rel);
+        use rustix::fs::{FlockOperation, flock};
+        for m in self.made.iter().rev() {
+            if flock(&m.lock, FlockOperation::NonBlockingLockExclusive).is_err() {
+                continue;
+            }
+            for rel in m.dirs.iter().rev() {
+                let _ = m.root.remove_empty_dir(rel);
             }
         }
     }
@@ -494,6 +552,46 @@ mod tests {
         let mut report = UndoReport::default();
         guard.undo_planted(&r, &mut report);
         assert!(report.undone.is_empty());
+        Ok(())
+    }
+
+    /// Runs overlap in one directory: one that ends leaves the state directory another run
+    /// keeps read-only, and the last to end without others leaves it removed or kept, never
+    /// gone from under a run.
+    #[test]
+    fn a_state_directory_another_run_holds_is_not_removed() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path().to_path_buf();
+        let state = root.join("sub/.cordon");
+        let writable = [root.clone()];
+        // The working directory is given as a place that does not hold the state directory:
+        // the writable one is opened by its path (this process's own is elsewhere).
+        let cwd = root.join("elsewhere");
+        let make = || MadeForRun::make(std::slice::from_ref(&state), &cwd, &writable);
+
+        // Alone: made, then removed with what was made for it.
+        let (alone, keep, failed) = make();
+        assert_eq!((keep.as_slice(), failed.len()), (&[state.clone()][..], 0));
+        assert!(state.is_dir());
+        drop(alone);
+        assert!(!root.join("sub").exists(), "made and emptied: removed");
+
+        // Overlapping: the first to end leaves it to the other.
+        let (first, _, _) = make();
+        let (second, keep, failed) = make();
+        assert!(failed.is_empty(), "{failed:?}");
+        assert!(keep.is_empty(), "the second run found it: {keep:?}");
+        drop(first);
+        assert!(state.is_dir(), "removed from under a run that holds it");
+        drop(second);
+        assert!(state.is_dir(), "a run that did not make it leaves it");
+
+        // Removed while a run was being set up: the run makes it again.
+        std::fs::remove_dir_all(root.join("sub"))?;
+        let (again, keep, failed) = make();
+        assert_eq!((keep.len(), failed.len()), (1, 0));
+        assert!(state.is_dir());
+        drop(again);
         Ok(())
     }
 

@@ -159,6 +159,31 @@ fn run(id: &str, command: &str) -> Value {
     json!({ "type": "run", "id": id, "command": command, "mode": "yolo" })
 }
 
+/// Runs side by side in a directory without `.cordon`: each makes and keeps it read-only for
+/// its length, and one that ends must not remove it from under another being set up (which
+/// then failed at its read-only mount, exit 125, in about one run in fifteen).
+#[test]
+fn runs_side_by_side_each_start_where_cordons_state_directory_was_missing() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &[]);
+    let ids: Vec<String> = (0..64).map(|i| format!("r{i}")).collect();
+    for id in &ids {
+        c.send(&run(id, "true"));
+    }
+    let failed: Vec<Value> = ids
+        .iter()
+        .map(|id| c.event("exited", id))
+        .filter(|e| e["exit_code"] != 0)
+        .collect();
+    c.finish();
+    assert!(
+        failed.is_empty(),
+        "{} runs failed: {:?}",
+        failed.len(),
+        failed.first()
+    );
+}
+
 #[test]
 fn runs_go_on_at_once_and_each_reports_its_own_end() {
     let Some(sb) = Sandbox::new() else { return };
