@@ -2066,62 +2066,43 @@ except OSError as e:
         agent = agent.display().to_string(),
         outside = sb.outside.display().to_string(),
     );
-    let o = sb.run(&[
-        "--allow-unix-socket",
-        agent.to_str().expect("utf-8"),
-        "--",
-        "python3",
-        "-c",
-        &script,
-    ]);
-    let out = stdout(&o);
-    for line in [
-        "allowed ok",
-        "allowed-relative ok",
-        "allowed-through-proc ok",
-        "tmp ok",
-        "workspace ok",
-        "abstract ok",
-        "tcp ok",
-        "tcp-nonblocking ok",
-    ] {
-        assert!(
-            out.lines().any(|l| l == line),
-            "no {line:?} in:\n{out}{}",
-            stderr(&o)
-        );
-    }
+    // Runs the script with `flags` and checks that each of `expected` was printed; returns
+    // what the run wrote on standard error.
+    let expect = |sb: &Sandbox, flags: &[&str], expected: &[&str], how: &str| -> String {
+        let mut args = flags.to_vec();
+        args.extend(["--allow-unix-socket", agent.to_str().expect("utf-8")]);
+        args.extend(["--", "python3", "-c", &script]);
+        let o = sb.run(&args);
+        let out = stdout(&o);
+        for line in expected {
+            assert!(
+                out.lines().any(|l| l == *line),
+                "{how}: no {line:?} in:\n{out}{}",
+                stderr(&o)
+            );
+        }
+        stderr(&o)
+    };
+    let by_path = ["allowed ok", "tmp ok", "workspace ok", "abstract ok"];
+    let relative = ["allowed-relative ok", "allowed-through-proc ok"];
+    let tcp = ["tcp ok", "tcp-nonblocking ok"];
+    let all: Vec<&str> = by_path
+        .iter()
+        .chain(&relative)
+        .chain(&tcp)
+        .copied()
+        .collect();
+    let err = expect(&sb, &[], &all, "with namespaces");
     for _ in 0..3 {
         assert!(
             agent_listener.accept().is_ok(),
             "the allowed socket was not reached"
         );
     }
-    assert!(
-        !stderr(&o).contains("Unix sockets other than"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(!err.contains("Unix sockets other than"), "{err}");
 
     let _ = std::fs::remove_file(sb.ws.join("own.sock"));
-    let o = sb.run(&[
-        "--network",
-        "host",
-        "--allow-unix-socket",
-        agent.to_str().expect("utf-8"),
-        "--",
-        "python3",
-        "-c",
-        &script,
-    ]);
-    let out = stdout(&o);
-    for line in ["allowed ok", "tmp ok", "workspace ok", "abstract ok"] {
-        assert!(
-            out.lines().any(|l| l == line),
-            "no {line:?} in:\n{out}{}",
-            stderr(&o)
-        );
-    }
+    expect(&sb, &["--network", "host"], &by_path, "with --network host");
 
     // Without namespaces the command's own sockets are known by who holds them; it has no
     // loopback TCP there.
@@ -2131,32 +2112,10 @@ except OSError as e:
     if let Some(skipped) = without_supervisor(&alone) {
         return skipped.expect("the supervisor");
     }
-    let o = alone.run(&[
-        "--allow-unix-socket",
-        agent.to_str().expect("utf-8"),
-        "--",
-        "python3",
-        "-c",
-        &script,
-    ]);
-    let out = stdout(&o);
-    for line in [
-        "allowed ok",
-        "allowed-relative ok",
-        "allowed-through-proc ok",
-        "tmp ok",
-        "workspace ok",
-        "abstract ok",
-    ] {
-        assert!(
-            out.lines().any(|l| l == line),
-            "without namespaces, no {line:?} in:\n{out}{}",
-            stderr(&o)
-        );
-    }
+    let without: Vec<&str> = by_path.iter().chain(&relative).copied().collect();
+    let err = expect(&alone, &[], &without, "without namespaces");
     assert!(
-        !stderr(&o).contains("every Unix socket the command can reach"),
-        "{}",
-        stderr(&o)
+        !err.contains("every Unix socket the command can reach"),
+        "{err}"
     );
 }

@@ -60,22 +60,25 @@ pub fn glob_to_regex(pattern: &str) -> Result<String, ProfileError> {
         PathPattern::new(Path::new("/"), Path::new(rest)).map_err(|e| bad(&e.to_string()))?;
     let mut out = String::from("^");
     let mut first = true;
-    let mut component = |c: &str, out: &mut String| {
+    // Starts a component: its separator, and `/private` before a first one macOS moved there.
+    let component = |c: &str, first: &mut bool, out: &mut String| {
         out.push('/');
-        if std::mem::take(&mut first) && ["tmp", "var", "etc"].contains(&c) {
+        if std::mem::take(first) && ["tmp", "var", "etc"].contains(&c) {
             out.push_str("private/");
         }
+    };
+    let literal = |name: &std::ffi::OsStr, first: &mut bool, out: &mut String| {
+        let name = name
+            .to_str()
+            .ok_or_else(|| bad("a pattern must be UTF-8"))?;
+        component(name, first, out);
+        out.push_str(&escape_regex(name));
+        Ok(())
     };
     for c in parsed.base().components() {
         match c {
             Component::RootDir => {}
-            Component::Normal(name) => {
-                let name = name
-                    .to_str()
-                    .ok_or_else(|| bad("a pattern must be UTF-8"))?;
-                component(name, &mut out);
-                out.push_str(&escape_regex(name));
-            }
+            Component::Normal(name) => literal(name, &mut first, &mut out)?,
             _ => return Err(bad("`..` cannot be part of a pattern")),
         }
     }
@@ -85,15 +88,9 @@ pub fn glob_to_regex(pattern: &str) -> Result<String, ProfileError> {
             // Zero or more whole components; when last, the tail below covers it.
             Part::Recursive if i + 1 < parts.len() => out.push_str("(/.*)?"),
             Part::Recursive => {}
-            Part::Literal(name) => {
-                let name = name
-                    .to_str()
-                    .ok_or_else(|| bad("a pattern must be UTF-8"))?;
-                component(name, &mut out);
-                out.push_str(&escape_regex(name));
-            }
+            Part::Literal(name) => literal(name, &mut first, &mut out)?,
             Part::Glob { text, .. } => {
-                component(text, &mut out);
+                component(text, &mut first, &mut out);
                 component_regex(text, &mut out).map_err(&bad)?;
             }
         }
@@ -168,6 +165,7 @@ mod tests {
             ("/a/**/secret", r"^/a(/.*)?/secret(/.*)?$"),
             ("/a/**", r"^/a(/.*)?$"),
             ("/tmp/*.key", r"^/private/tmp/[^/]*\.key(/.*)?$"),
+            ("/*/tmp", r"^/[^/]*/tmp(/.*)?$"),
             ("/etc/ssl/[a-c]*", r"^/private/etc/ssl/[a-c][^/]*(/.*)?$"),
             ("/x/[!ab].txt", r"^/x/[^/ab]\.txt(/.*)?$"),
             ("/x/[^ab]", r"^/x/[^/ab](/.*)?$"),
