@@ -1,5 +1,6 @@
 //! Commands that run other commands: see through them to what really runs.
 
+use super::getopt::{self, Arg, Options};
 use super::{HereDoc, Known, Role, SimpleCommand, Walker, canonical_text};
 
 /// What a command does with the rest of its arguments.
@@ -171,8 +172,6 @@ fn push_context(w: &mut Walker, cmd: SimpleCommand, label: &str) -> Vec<String> 
     });
     via
 }
-
-use super::getopt::{self, Arg, Options};
 
 const HELP: [(&str, Arg); 2] = [("help", Arg::No), ("version", Arg::No)];
 
@@ -478,14 +477,9 @@ fn classify_other(name: &str, cmd: &mut SimpleCommand) -> Wraps {
 /// and arithmetic evaluates the variables it names, recursively: `test -v 'a[i]'` runs `cmd`
 /// when `i` holds `a[$(cmd)]`. So each name must be known, with no index but a number.
 fn variable_names(name: &str, cmd: &mut SimpleCommand) -> Result<(), String> {
-    const OPTIONS: fn(&'static str) -> Options = |short| Options {
-        short,
-        long: &[],
-        numeric: false,
-        permute: false,
-    };
     let mut names: Vec<usize> = Vec::new();
-    let read = |short| getopt::read(&cmd.words, &cmd.known, 1, &OPTIONS(short));
+    // Bash's builtins stop at their first operand, as the wrappers do.
+    let read = |short| getopt::read(&cmd.words, &cmd.known, 1, &runs_command(short, &[]));
     match name {
         "export" | "declare" | "typeset" | "local" | "readonly" => {
             for (i, a) in cmd.words.iter().enumerate().skip(1) {
