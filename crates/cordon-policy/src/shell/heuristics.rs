@@ -151,39 +151,42 @@ pub fn danger(cmd: &SimpleCommand) -> Option<String> {
     }
     // Where an option makes the command dangerous, a word only known at run time could be that
     // option: `rm $flags dir` with `flags=-rf`. (After a literal `--`, words are operands.)
-    if DANGER_BY_OPTION.contains(&name) && !options_known(cmd) {
+    if could_become_dangerous(cmd, name) {
         let word = (1..words.len())
             .find(|&i| cmd.known(i) != Known::Literal)
             .map_or("words appended at run time".to_string(), |i| {
                 format!("`{}`", words[i])
             });
         return Some(format!(
-            "{word} is only known at run time, where an option that makes `{name}` dangerous could stand"
+            "{word} is only known at run time, where a word that makes `{name}` dangerous could stand"
         ));
     }
     None
 }
 
-/// The commands whose danger hangs on an option or a word that picks what they do.
-/// (git's are by subcommand: see `git_danger`.)
-const DANGER_BY_OPTION: &[&str] = &[
-    "rm",
-    "find",
-    "chmod",
-    "chown",
-    "chgrp",
-    "kill",
-    "systemctl",
-    "crontab",
-    "npm",
-    "pnpm",
-    "yarn",
-    "cargo",
-    "twine",
-    "gem",
-    "docker",
-    "podman",
-];
+/// Whether a word only known at run time could make `name` dangerous: for the commands whose
+/// danger hangs on an option, one where an option could stand; for those whose danger is a
+/// subcommand (`cargo publish`, `systemctl stop`), one in its place. (git's are by
+/// subcommand too: see `git_danger`.)
+fn could_become_dangerous(cmd: &SimpleCommand, name: &str) -> bool {
+    let subcommand_unknown = || match cmd.words.get(1) {
+        Some(_) => cmd.known(1) != Known::Literal,
+        None => cmd.more_at_run_time,
+    };
+    match name {
+        "rm" | "find" | "chmod" | "chown" | "chgrp" | "kill" | "crontab" => !options_known(cmd),
+        "npm" | "pnpm" | "yarn" | "cargo" | "twine" | "gem" | "systemctl" => subcommand_unknown(),
+        "docker" | "podman" => {
+            subcommand_unknown()
+                || (cmd
+                    .words
+                    .get(1)
+                    .is_some_and(|s| s == "system" || s == "volume")
+                    && !options_known(cmd))
+        }
+        _ => false,
+    }
+}
 
 /// Why `name`, given these words, is dangerous, or `None`.
 fn flag_danger(cmd: &SimpleCommand, name: &str) -> Option<String> {
@@ -874,6 +877,8 @@ mod tests {
             "kill $pid",
             "ls | xargs rm",
             "cargo $cmd",
+            "docker system $what",
+            "ls | xargs systemctl",
         ] {
             let a = analyse(s);
             assert!(
@@ -890,6 +895,9 @@ mod tests {
             "git status $x",
             "cat $f",
             "kill -- 1234",
+            "cargo test $name",
+            "docker run $image",
+            "systemctl status $unit",
         ] {
             assert!(super::danger(&first(s)).is_none(), "{s}");
         }
