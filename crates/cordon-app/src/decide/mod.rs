@@ -234,6 +234,35 @@ impl Decider {
         self.check_placed(call, opts, placement.as_ref())
     }
 
+    /// The decision on a shell command an agent or a person asks to run, and where it runs:
+    /// placed by the settings (`asked_outside`: the run's own request to leave the sandbox),
+    /// then decided as a `run_shell_command` call placed there. A request to leave that the
+    /// settings do not allow is refused, whatever the policy would say.
+    pub fn decide_command(
+        &self,
+        command: &str,
+        asked_outside: bool,
+        opts: cordon_policy::CheckOptions,
+    ) -> (Outcome, Placement) {
+        match self.placer.place(command, asked_outside) {
+            Ok(placement) => {
+                let call = ToolCall::new(
+                    "run_shell_command",
+                    serde_json::json!({ "command": command }),
+                );
+                (self.check_placed(&call, opts, Some(&placement)), placement)
+            }
+            Err(reason) => (
+                Outcome {
+                    decision: Decision::Deny,
+                    rule: None,
+                    reason,
+                },
+                Placement::default(),
+            ),
+        }
+    }
+
     /// The decision for a call whose command runs as `placement` says.
     ///
     /// `sandbox.auto_allow_if_sandboxed`: a shell command that will run in the sandbox need

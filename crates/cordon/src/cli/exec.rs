@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use cordon_policy::{ApprovalMode, Decision, ToolCall};
+use cordon_policy::{ApprovalMode, Decision};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -496,7 +496,11 @@ fn handle(
                 .map(|c| shared.workspace.beneath(&c))
                 .transpose()
                 .map_err(|e| fail(format!("`cwd` {e}")))?;
-            let placement = decider.placer.place(&command, unsandboxed);
+            let (outcome, placement) = decider.decide_command(&command, unsandboxed, {
+                let mut check = *defaults;
+                check.mode = mode;
+                check
+            });
             let opts = RunOptions {
                 command: command.clone(),
                 cwd,
@@ -504,7 +508,7 @@ fn handle(
                 timeout,
                 keep,
                 blocked_on_stderr: false,
-                placement: placement.clone().unwrap_or_default(),
+                placement,
             };
             {
                 let mut slots = shared.slots();
@@ -523,19 +527,6 @@ fn handle(
                     },
                 );
             }
-            let call = ToolCall::new("run_shell_command", json!({ "command": command }));
-            let mut check = *defaults;
-            check.mode = mode;
-            let outcome = match placement {
-                Ok(p) => decider.check_placed(&call, check, Some(&p)),
-                // Asked to leave the sandbox where that is not allowed: no, whatever the
-                // policy would say.
-                Err(reason) => cordon_policy::Outcome {
-                    decision: Decision::Deny,
-                    rule: None,
-                    reason,
-                },
-            };
             let mut decision = decision_event(&id, &outcome);
             if let Some(d) = decision.as_object_mut() {
                 d.extend(opts.placement.fields());

@@ -2,7 +2,6 @@
 //! the policy's decision and the rule behind it, then the sandbox it would get.
 
 use clap::Args;
-use cordon_policy::ToolCall;
 use serde_json::json;
 
 use super::PolicyFlags;
@@ -41,13 +40,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         Some(s) => s.to_string(),
         None => shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" ")),
     };
-    let call = ToolCall::new(
-        "run_shell_command".to_string(),
-        json!({ "command": command }),
-    );
     // `cordon run` always sandboxes; the settings may place an agent's run elsewhere.
-    let placement = decider.placer.place(&command, false).unwrap_or_default();
-    let outcome = decider.check_placed(&call, args.policy.config().options(), Some(&placement));
+    let (outcome, placement) =
+        decider.decide_command(&command, false, args.policy.config().options());
     let net = run.net_summary();
     let report = json!({
         "command": command,

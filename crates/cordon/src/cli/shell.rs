@@ -10,10 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use clap::Args;
-use cordon_policy::{Decision, ToolCall};
+use cordon_policy::Decision;
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
-use serde_json::json;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::PolicyFlags;
@@ -123,9 +122,7 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
         if line == "exit" {
             break;
         }
-        let call = ToolCall::new("run_shell_command", json!({ "command": line }));
-        let placement = decider.placer.place(line, false).unwrap_or_default();
-        let outcome = decider.check_placed(&call, options, Some(&placement));
+        let (outcome, placement) = decider.decide_command(line, false, options);
         if let Placement::Outside { why } = &placement {
             eprintln!("cordon: this runs outside the sandbox: {why}");
         }
