@@ -3,7 +3,7 @@
 (blocking TCP, non-blocking TCP, and a Unix socket the command binds in its TMPDIR), each
 accepted and closed, with and without `--allow-unix-socket` (only with it does PID 1 settle
 every `connect`), and with it and without namespaces (there the fallback's supervisor finds
-the command's own socket by scanning its processes' descriptors). The two runs alternate, round after round; prints the median microseconds per
+the command's own socket by scanning its processes' descriptors). The two runs alternate, round after round; prints the median (and range) of microseconds per
 connect and accept of each kind.
 
     scripts/bench-unix-connect.py [--cordon PATH] [--rounds N] [--connects N]
@@ -85,7 +85,10 @@ def main():
                     results[label].setdefault(name, []).append(float(micros))
         for label, kinds in results.items():
             for name, values in kinds.items():
-                print(f"{label:34} {name:18} {statistics.median(values):7.1f} us")
+                print(
+                    f"{label:34} {name:18} {statistics.median(values):7.1f} us"
+                    f"  (range {min(values):.1f}-{max(values):.1f}, {len(values)} rounds)"
+                )
 
 
 if __name__ == "__main__":

@@ -23,14 +23,15 @@ pub struct CheckArgs {
 }
 
 pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
+    let policy = args.policy.config();
+    let defaults = policy.options();
     if !args.jsonl {
         let call = args.call.call()?;
-        let outcome =
-            Decider::new(&args.policy.config())?.check(&call, args.policy.config().options());
+        let outcome = Decider::new(&policy)?.check(&call, defaults);
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(exit::OK);
     }
-    let mut live = LiveDecider::new(args.policy.config(), None)?;
+    let mut live = LiveDecider::new(policy, None)?;
     let mut input = std::io::stdin().lock();
     let mut out = std::io::stdout().lock();
     let mut line = Vec::new();
@@ -58,13 +59,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<u8> {
             if text.is_empty() {
                 continue;
             }
-            match (
-                parse_request(text, args.policy.config().options().mode),
-                live.current(),
-            ) {
+            match (parse_request(text, defaults.mode), live.current()) {
                 (Ok(_), Err(e)) => json!({ "error": format!("line {n}: {e}") }),
                 (Ok((call, mode)), Ok(decider)) => {
-                    let mut opts = args.policy.config().options();
+                    let mut opts = defaults;
                     opts.mode = mode;
                     serde_json::to_value(decider.check(&call, opts))?
                 }
