@@ -60,19 +60,19 @@ pub struct LiveDecider<'a> {
 impl<'a> LiveDecider<'a> {
     /// The first decider must load: a broken file at start is the caller's error.
     pub fn new(policy: PolicyConfig, sandbox: Option<&'a dyn RunSettings>) -> anyhow::Result<Self> {
+        let files = files_of(&policy, sandbox);
+        // Watching starts before the first look, so that no edit falls between the two.
+        let watch = Watch::new(&files);
         let mut live = LiveDecider {
             policy,
             sandbox,
-            stamp: 0,
+            stamp: crate::settings::fingerprint(files.iter().map(PathBuf::as_path)),
             written_stamp: 0,
             decider: Err(anyhow::anyhow!("not loaded yet")),
-            watch: Watch::new(&[]),
+            watch,
             pending: false,
         };
-        // Watching starts before the first look, so that no edit falls between the two.
-        live.watch = Watch::new(&live.watched());
-        live.stamp = live.fingerprint();
-        live.written_stamp = live.writable_fingerprint();
+        live.written_stamp = live.written_fingerprint(&files);
         live.decider = Ok(live.load()?);
         Ok(live)
     }
@@ -84,33 +84,9 @@ impl<'a> LiveDecider<'a> {
         }
     }
 
-    /// Every file and directory the decider is built from.
-    fn watched(&self) -> Vec<PathBuf> {
-        self.policy
-            .source_paths()
-            .unwrap_or_default()
-            .into_iter()
-            .chain(
-                self.sandbox
-                    .and_then(|s| s.settings_file())
-                    .map(Path::to_path_buf),
-            )
-            .collect()
-    }
-
-    /// Whether watching works, or each request looks at every file instead.
-    pub fn is_watching(&self) -> bool {
-        self.watch.is_watching()
-    }
-
-    fn fingerprint(&self) -> u64 {
-        let given = self.sandbox.and_then(|s| s.settings_file());
-        self.policy.fingerprint() ^ crate::settings::fingerprint(given)
-    }
-
-    /// The policy and settings files that lie where the runs may write (the working
-    /// directory and `--allow-write` places), fingerprinted.
-    fn writable_fingerprint(&self) -> u64 {
+    /// Those of `files` that lie where the runs may write (the working directory and
+    /// `--allow-write` places), fingerprinted.
+    fn written_fingerprint(&self, files: &[PathBuf]) -> u64 {
         let Some(sandbox) = self.sandbox else {
             return 0;
         };
@@ -120,15 +96,12 @@ impl<'a> LiveDecider<'a> {
         let places: Vec<PathBuf> = std::iter::once(cwd.clone())
             .chain(sandbox.allow_write().iter().map(|p| cwd.join(p)))
             .collect();
-        let files: Vec<PathBuf> = self
-            .policy
-            .source_paths()
-            .unwrap_or_default()
-            .into_iter()
-            .chain(sandbox.settings_file().map(Path::to_path_buf))
-            .filter(|f| places.iter().any(|p| f.starts_with(p)))
-            .collect();
-        crate::settings::fingerprint(files.iter().map(PathBuf::as_path))
+        crate::settings::fingerprint(
+            files
+                .iter()
+                .filter(|f| places.iter().any(|p| f.starts_with(p)))
+                .map(PathBuf::as_path),
+        )
     }
 
     /// The decider for the next request, reloaded if a file changed since the last one.
@@ -148,11 +121,12 @@ impl<'a> LiveDecider<'a> {
         }
         // A new watch before the look: directories may have appeared, and an edit after the
         // look is then queued for the next request.
-        self.watch = Watch::new(&self.watched());
-        let now = self.fingerprint();
+        let files = files_of(&self.policy, self.sandbox);
+        self.watch = Watch::new(&files);
+        let now = crate::settings::fingerprint(files.iter().map(PathBuf::as_path));
         self.pending = false;
         if now != self.stamp {
-            let written = self.writable_fingerprint();
+            let written = self.written_fingerprint(&files);
             if running && written != self.written_stamp {
                 tracing::info!(
                     "policy or settings changed where runs may write: applied once they end"
@@ -174,6 +148,21 @@ impl<'a> LiveDecider<'a> {
             format!("the policy or settings changed and no longer load; fix them: {e:#}")
         })
     }
+}
+
+/// Every file and directory a decider is built from: the policy's and the settings' (whether
+/// or not they exist), and a settings file given by name.
+fn files_of(policy: &PolicyConfig, sandbox: Option<&dyn RunSettings>) -> Vec<PathBuf> {
+    policy
+        .source_paths()
+        .unwrap_or_default()
+        .into_iter()
+        .chain(
+            sandbox
+                .and_then(|s| s.settings_file())
+                .map(Path::to_path_buf),
+        )
+        .collect()
 }
 
 /// The policy engine with what the settings add to its answers: what `check`, `exec`,
