@@ -88,6 +88,13 @@ struct Made {
 /// again (another run removed it; the next try makes it).
 const HOLD_TRIES: usize = 4;
 
+/// How long a run waits for the shared lock. A run removing the directory holds it
+/// exclusively for one `rmdir`; anything longer is not that, and may be a command of another
+/// run that opened the directory (which it may read) and locked it to stall every run set up
+/// after it. Past this the run goes on without the lock: the directory cannot be removed
+/// while the other holds it, and if it is removed later the mount fails, closed.
+const HOLD_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl MadeForRun {
     /// Makes each of `dirs` that lies in `cwd` (this process's working directory) or one of
     /// `writable` and is missing, and locks each of them that is a directory for the run.
@@ -138,7 +145,7 @@ impl MadeForRun {
 /// with a shared lock on it once it is certain that the lock is on what the name still
 /// names.
 fn hold(root: &Root, rel: &Path) -> std::io::Result<(OwnedFd, Vec<PathBuf>)> {
-    use rustix::fs::{FlockOperation, flock, fstat};
+    use rustix::fs::fstat;
     let same = |a: &OwnedFd, b: &OwnedFd| match (fstat(a), fstat(b)) {
         (Ok(a), Ok(b)) => (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino),
         _ => false,
@@ -154,14 +161,30 @@ fn hold(root: &Root, rel: &Path) -> std::io::Result<(OwnedFd, Vec<PathBuf>)> {
             Err(e) => return Err(e),
         };
         // A run removing the directory holds it exclusively until it is gone.
-        flock(&fd, FlockOperation::LockShared).map_err(std::io::Error::from)?;
-        if root.open_dir(rel).is_ok_and(|again| same(&fd, &again)) {
+        let locked = lock_shared_within(&fd, HOLD_WAIT)?;
+        if !locked || root.open_dir(rel).is_ok_and(|again| same(&fd, &again)) {
             return Ok((fd, made));
         }
     }
     Err(std::io::Error::other(
         "another run kept removing it; try again",
     ))
+}
+
+/// Takes a shared lock on `fd`, waiting at most `wait`; whether it was taken.
+fn lock_shared_within(fd: &OwnedFd, wait: std::time::Duration) -> std::io::Result<bool> {
+    use rustix::fs::{FlockOperation, flock};
+    let until = std::time::Instant::now() + wait;
+    loop {
+        match flock(fd, FlockOperation::NonBlockingLockShared) {
+            Ok(()) => return Ok(true),
+            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Dropped (after the run, or when `cordon run` gives up before it), what
@@ -585,6 +608,16 @@ mod tests {
         assert!(state.is_dir(), "removed from under a run that holds it");
         drop(second);
         assert!(state.is_dir(), "a run that did not make it leaves it");
+
+        // Locked exclusively by someone else for longer than a removal takes (a command of
+        // another run can): the run goes on without waiting for it, and the directory stays.
+        let outsider = std::fs::File::open(&state)?;
+        rustix::fs::flock(&outsider, rustix::fs::FlockOperation::LockExclusive)?;
+        let (stalled, keep, failed) = make();
+        assert!(keep.is_empty() && failed.is_empty(), "{keep:?} {failed:?}");
+        drop(stalled);
+        drop(outsider);
+        assert!(state.is_dir());
 
         // Removed while a run was being set up: the run makes it again.
         std::fs::remove_dir_all(root.join("sub"))?;

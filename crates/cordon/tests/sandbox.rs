@@ -713,3 +713,65 @@ fn without_namespaces_a_host_file_on_standard_input_is_reported_weaker() {
     let expected = format!("descriptors 0 ({})", input.display());
     assert!(stderr(&o).contains(&expected), "{}", stderr(&o));
 }
+
+/// A run holds a shared lock on cordon's state directories while it goes on; a command of
+/// another run may read such a directory above its own and lock it exclusively. The next run
+/// there must still start: it goes on without the lock rather than wait for the other run to
+/// end. (It waited: the command here holds its lock until this test has seen the next run end,
+/// so a waiting run would only end when the guard below kills it.)
+#[test]
+fn a_command_locking_a_state_directory_does_not_stall_other_runs() {
+    let Some(sb) = Sandbox::new() else { return };
+    // Not under /tmp, which each sandbox replaces with its own: the command must see the
+    // directory above its own.
+    let top = tempfile::Builder::new()
+        .prefix("cordon-lock")
+        .tempdir_in("/var/tmp")
+        .expect("temp dir");
+    let state = top.path().join(".cordon");
+    let sub = top.path().join("sub");
+    std::fs::create_dir_all(&state).expect("mkdir");
+    std::fs::create_dir_all(&sub).expect("mkdir");
+    let go = top.path().join("go");
+    let script = format!(
+        "import fcntl, os, time\nfd = os.open('../.cordon', os.O_RDONLY)\nfcntl.flock(fd, fcntl.LOCK_EX)\nopen('holding', 'w').close()\nwhile not os.path.exists({go:?}):\n    time.sleep(0.01)",
+        go = go.display().to_string()
+    );
+    let mut holder = sb
+        .command()
+        .current_dir(&sub)
+        .args(["--timeout", "60", "--", "python3", "-c", &script])
+        .spawn()
+        .expect("run cordon");
+    while !sub.join("holding").exists() {
+        assert!(
+            holder.try_wait().expect("wait").is_none(),
+            "the locking command ended early"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut next = sb
+        .command()
+        .current_dir(top.path())
+        .args(["--", "true"])
+        .spawn()
+        .expect("run cordon");
+    // A guard, not a measure: a run that waits for the lock would wait for ever.
+    let mut ended = None;
+    for _ in 0..3000 {
+        if let Some(status) = next.try_wait().expect("wait") {
+            ended = Some(status);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::fs::write(&go, "").expect("write");
+    if ended.is_none() {
+        let _ = next.kill();
+        let _ = next.wait();
+    }
+    let _ = holder.wait();
+    let status = ended.expect("the next run waited for the other run's lock");
+    assert!(status.success(), "{status:?}");
+    assert!(state.is_dir(), "the state directory is kept");
+}
