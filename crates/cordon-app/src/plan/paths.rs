@@ -10,7 +10,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-pub use cordon_sandbox::pattern::is_wild;
+use cordon_sandbox::pattern::is_wild;
 use cordon_sandbox::pattern::{Part, PathPattern};
 
 /// The flags whose paths are resolved here.

@@ -15,6 +15,7 @@ use cordon_sandbox::{
 use super::proxy::RunProxy;
 use super::push_each;
 use cordon_app::bounds;
+use cordon_app::decide::RunSettings;
 use cordon_app::plan::paths::{Flag, LivePattern, resolve_all};
 use cordon_app::settings::{self, Layer, LayerValues, Places, Sourced, all, some, value};
 
@@ -153,16 +154,6 @@ impl SandboxFlags {
             out.push("--trust-project".into());
         }
         out
-    }
-
-    /// The file `--settings` names, if any.
-    pub fn settings_file(&self) -> Option<&Path> {
-        self.settings.as_deref()
-    }
-
-    /// The `--allow-write` places given as flags.
-    pub fn allow_write(&self) -> &[PathBuf] {
-        &self.allow_write
     }
 
     /// Whether the command sees the host's network.
@@ -315,11 +306,13 @@ impl SandboxFlags {
             ..self.net.layer()
         }
     }
+}
 
+impl RunSettings for SandboxFlags {
     /// Every settings layer merged under these flags; the project's file may widen with
     /// `--trust-project`, or when `also_trusted` (the policy's `--trust-workspace`, which
     /// `exec`, `shell` and `mcp` take as well).
-    pub fn settings(&self, also_trusted: bool) -> anyhow::Result<settings::Settings> {
+    fn settings(&self, also_trusted: bool) -> anyhow::Result<settings::Settings> {
         let cwd = std::env::current_dir().context("cannot read the current directory")?;
         let places = Places {
             profile: self.profile.clone(),
@@ -328,19 +321,15 @@ impl SandboxFlags {
         };
         settings::load(&places, self.layer(), self.trust_project || also_trusted)
     }
-}
 
-impl cordon_app::decide::RunSettings for SandboxFlags {
-    fn settings(&self, also_trusted: bool) -> anyhow::Result<settings::Settings> {
-        SandboxFlags::settings(self, also_trusted)
-    }
-
+    /// The file `--settings` names, if any.
     fn settings_file(&self) -> Option<&Path> {
-        SandboxFlags::settings_file(self)
+        self.settings.as_deref()
     }
 
+    /// The `--allow-write` places given as flags.
     fn allow_write(&self) -> &[PathBuf] {
-        SandboxFlags::allow_write(self)
+        &self.allow_write
     }
 }
 
@@ -381,7 +370,7 @@ pub fn with_settings(mut args: RunArgs) -> anyhow::Result<RunArgs> {
         list.into_iter()
             .filter(|p| {
                 p.from.layer == Layer::Flags
-                    || cordon_app::plan::paths::is_wild(p.value.as_os_str())
+                    || cordon_sandbox::pattern::is_wild(p.value.as_os_str())
                     || std::fs::symlink_metadata(&p.value).is_ok()
             })
             .map(|p| p.value)

@@ -35,7 +35,7 @@ use super::PolicyFlags;
 use super::backend::BackendArgs;
 use super::run::SandboxFlags;
 use crate::exit;
-use cordon_app::decide::Decider;
+use cordon_app::decide::{Decider, RunSettings};
 use cordon_app::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Utf8Chunks};
 use files::Workspace;
 

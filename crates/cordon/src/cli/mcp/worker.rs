@@ -20,6 +20,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use cordon_app::decide::RunSettings;
 use cordon_sandbox::container::Mount;
 
 use super::McpArgs;
