@@ -1,8 +1,9 @@
 //! cordon's application core, under every front end (`cordon check`, `run`, `exec`, `mcp`,
-//! `shell`) and for programs that embed cordon: settings read once into typed values, and the
-//! executor that runs a command in the sandbox and streams what it does.
+//! `shell`) and for programs that embed cordon: the settings, the policy they name, deciding a
+//! call (and following edited files), planning a run's paths, and the executor that runs a
+//! command in the sandbox and streams what it does.
 //!
-//! The narrow libraries below it know nothing of files on disk or of each other:
+//! The narrow libraries below it know nothing of the user's settings or of each other:
 //! `cordon-policy` decides, `cordon-sandbox` confines, `cordon-net` filters the network. This
 //! crate is where they meet the user's settings and the processes they run.
 
