@@ -1,7 +1,16 @@
 //! cordon's application core, under every front end (`cordon check`, `run`, `exec`, `mcp`,
-//! `shell`) and for programs that embed cordon: the settings, the policy they name, deciding a
-//! call (and following edited files), planning a run's paths, and the executor that runs a
-//! command in the sandbox and streams what it does.
+//! `shell`) and for programs that embed cordon.
+//!
+//! - [`settings`] reads and merges the settings files; [`config`] turns where a run's settings
+//!   come from ([`config::Sources`]) into its merged [`config::RunConfig`];
+//! - [`policy`] names the policy, [`decide`] decides a call and places a command (in the
+//!   sandbox or outside), following edited files;
+//! - [`plan`] works out a run's paths, [`run`] runs it on a backend with its proxy
+//!   ([`proxy`]) and reports;
+//! - [`exec`] runs commands in child processes ([`child`]) with streamed output and cancel;
+//! - [`session::Session`] is decide → place → run, the API to embed: see
+//!   `examples/embed.rs`;
+//! - [`workspace`] holds the file tools that `cordon mcp` serves.
 //!
 //! The narrow libraries below it know nothing of the user's settings or of each other:
 //! `cordon-policy` decides, `cordon-sandbox` confines, `cordon-net` filters the network. This
@@ -9,13 +18,25 @@
 
 pub mod bounds;
 #[cfg(unix)]
+pub mod child;
+pub mod config;
+#[cfg(unix)]
 pub mod decide;
 #[cfg(unix)]
 pub mod exec;
+pub mod lines;
 #[cfg(unix)]
 pub mod plan;
 pub mod policy;
+#[cfg(unix)]
+pub mod proxy;
+#[cfg(unix)]
+pub mod run;
+#[cfg(unix)]
+pub mod session;
 pub mod settings;
+#[cfg(unix)]
+pub mod workspace;
 
 use std::path::{Path, PathBuf};
 

@@ -12,7 +12,7 @@ use crate::user_policy_dir;
 
 /// Where the policy comes from and how it is asked: what `--mode`, `--policy-dir`,
 /// `--workspace` and the other policy flags say, as plain values.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct PolicyConfig {
     /// Approval mode: default, autoEdit, plan or yolo.
     pub mode: ApprovalMode,

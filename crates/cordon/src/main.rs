@@ -17,18 +17,11 @@ pub mod exit {
 }
 
 fn main() -> ExitCode {
-    // The sandbox helper is this same binary started with a hidden first argument; it must
-    // run before anything else so that it stays single-threaded.
-    #[cfg(target_os = "linux")]
-    {
-        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-        if args
-            .first()
-            .is_some_and(|a| a == cordon_sandbox::linux::HELPER_ARG)
-        {
-            cordon_sandbox::linux::helper_main(&args[1..]);
-        }
-    }
+    // The sandbox helper and cordon's own children (a run of `exec`, a run's proxy) are this
+    // same binary started again, with a typed request; they must take over before anything
+    // else, while the process is one thread.
+    #[cfg(unix)]
+    cordon_app::child::run_if_child(cli::start_child_logging);
     let args = cli::Cli::parse();
     args.start_logging();
     #[cfg(target_os = "linux")]

@@ -430,17 +430,31 @@ fn no_container_outlives_the_host_cordon_in_podman() {
 fn the_backend_flags_are_checked_and_the_dry_run_shows_the_worker() {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir(dir.path().join("secret")).expect("mkdir");
-    let run = |args: &[&str], env: &[(&str, &str)]| {
-        Command::new(cordon_bin())
+    let run_with_input = |args: &[&str], env: &[(&str, &str)], input: &str| {
+        use std::io::Write;
+        let mut child = Command::new(cordon_bin())
             .arg("mcp")
             .args(args)
             .current_dir(dir.path())
             .env("XDG_CONFIG_HOME", dir.path().join("config"))
             .env_remove("CORDON_SANDBOX")
             .envs(env.iter().copied())
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("run cordon mcp")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run cordon mcp");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let _ = stdin.write_all(input.as_bytes());
+        drop(stdin);
+        child.wait_with_output().expect("cordon mcp ends")
+    };
+    let run = |args: &[&str], env: &[(&str, &str)]| run_with_input(args, env, "");
+    let refused_with = |args: &[&str], env: &[(&str, &str)], input: &str, says: &str| {
+        let out = run_with_input(args, env, input);
+        assert!(!out.status.success(), "{args:?} should be refused");
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "", "nothing on the MCP stream");
     };
     let refused = |args: &[&str], env: &[(&str, &str)], says: &str| {
         let out = run(args, env);
@@ -469,9 +483,15 @@ fn the_backend_flags_are_checked_and_the_dry_run_shows_the_worker() {
         "--worker is for the server cordon starts",
     );
     refused(
-        &["--worker", "--policy-fingerprint", "1"],
+        &["--worker"],
         &[("CORDON_SANDBOX", "cordon-elsewhere-1234")],
-        "the policy files seen inside the container cordon-elsewhere-1234 differ",
+        "standard input ended before the launcher's request",
+    );
+    refused_with(
+        &["--worker"],
+        &[("CORDON_SANDBOX", "cordon-elsewhere-1234")],
+        "--mode plan\n",
+        "the first line of standard input is not the request cordon's launcher sends",
     );
     refused(&["--dry-run"], &[], "--dry-run shows the engine's command");
 
@@ -497,26 +517,46 @@ fn the_backend_flags_are_checked_and_the_dry_run_shows_the_worker() {
         "{line}"
     );
     assert!(line.contains(" some-image:1 "), "{line}");
-    let worker = line.split(" some-image:1 ").nth(1).unwrap_or_default();
-    let starts = worker.starts_with("/.cordon/cordon mcp --worker ")
-        || (worker.starts_with("/.cordon/lib/ld-")
-            && worker.contains(" --library-path /.cordon/lib /.cordon/cordon mcp --worker "));
-    assert!(starts, "{worker}");
-    assert!(
-        worker.contains(" --mode plan") && worker.contains(" --deny-read secret"),
-        "{worker}"
-    );
-    assert!(!line.contains(" -t "), "no terminal: {line}");
-
-    // The right fingerprint and the variable are not enough outside a container.
-    let fingerprint = worker
-        .split(" --policy-fingerprint ")
+    let worker = line
+        .split(" some-image:1 ")
         .nth(1)
-        .and_then(|rest| rest.split(' ').next())
+        .and_then(|w| w.lines().next())
         .unwrap_or_default();
-    refused(
-        &["--worker", "--policy-fingerprint", fingerprint],
+    // The worker's command line names nothing but the binary: its flags come typed.
+    let starts = worker == "/.cordon/cordon mcp --worker"
+        || (worker.starts_with("/.cordon/lib/ld-")
+            && worker.ends_with(" --library-path /.cordon/lib /.cordon/cordon mcp --worker"));
+    assert!(starts, "{worker}");
+    assert!(!line.contains(" -t "), "no terminal: {line}");
+    // The policy and the sandbox flags reach the worker as its typed request, first on its
+    // standard input; the dry run shows it.
+    let request = line
+        .split("the worker's request:\n")
+        .nth(1)
+        .map(str::trim)
+        .unwrap_or_default();
+    let parsed: serde_json::Value = serde_json::from_str(request).expect("the request is JSON");
+    assert_eq!(parsed["policy"]["mode"], "plan", "{request}");
+    assert_eq!(
+        parsed["sources"]["flags"]["deny_read"],
+        serde_json::json!(["secret"]),
+        "{request}"
+    );
+
+    // Another policy than the launcher's is refused inside.
+    let mut other = parsed.clone();
+    other["policy_fingerprint"] = serde_json::json!(1);
+    refused_with(
+        &["--worker"],
         &[("CORDON_SANDBOX", "cordon-elsewhere-1234")],
+        &format!("{other}\n"),
+        "the policy files seen inside the container cordon-elsewhere-1234 differ",
+    );
+    // The right request and the variable are not enough outside a container.
+    refused_with(
+        &["--worker"],
+        &[("CORDON_SANDBOX", "cordon-elsewhere-1234")],
+        &format!("{request}\n"),
         "but this is not the program of one of cordon's containers",
     );
 }

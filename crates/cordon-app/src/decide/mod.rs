@@ -6,27 +6,17 @@ mod placement;
 mod watch;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cordon_policy::{Decision, Outcome, PolicyEngine, ProcessRunner, Tier, ToolCall};
 
+use crate::config::Sources;
 use crate::exec::Placement;
 use crate::policy::PolicyConfig;
 use crate::settings::{Settings, value};
 pub use placement::Placer;
 pub use watch::Watch;
-
-/// Where the settings of the commands a decider's runs come from (`--settings`,
-/// `--profile`, `--trust-project` and the run flags), and where those runs may write.
-pub trait RunSettings: std::fmt::Debug {
-    /// The runs' settings, every layer merged; `also_trusted` trusts the project's file as
-    /// the policy's `--trust-workspace` does.
-    fn settings(&self, also_trusted: bool) -> anyhow::Result<Settings>;
-    /// A settings file given by name (`--settings`), read live like the policy files.
-    fn settings_file(&self) -> Option<&Path>;
-    /// The places runs may write besides the working directory (`--allow-write`).
-    fn allow_write(&self) -> &[PathBuf];
-}
 
 /// The time limit of each command `exec`, `shell` and `mcp` run, from `--timeout` or
 /// `limits.timeout`: given to each run, so that one with no child `cordon run` to read the
@@ -43,24 +33,25 @@ pub fn each_run_timeout(s: &Settings) -> Option<Duration> {
 /// The files are fingerprinted only when the kernel says one of them may have changed
 /// ([`Watch`]); where it cannot say, before every request, as they always were.
 #[derive(Debug)]
-pub struct LiveDecider<'a> {
+pub struct LiveDecider {
     policy: PolicyConfig,
     /// For the deciders of runs (see [`Decider::for_runs`]).
-    sandbox: Option<&'a dyn RunSettings>,
+    sandbox: Option<Sources>,
     stamp: u64,
     /// The fingerprint of the files among those that lie where runs may write.
     written_stamp: u64,
-    decider: anyhow::Result<Decider>,
+    /// Shared, so that a long check (an external checker) holds no lock on the next.
+    decider: anyhow::Result<Arc<Decider>>,
     watch: Watch,
     /// A change seen while runs were going, not yet applied: checked again on every request,
     /// with or without a new event, until it is.
     pending: bool,
 }
 
-impl<'a> LiveDecider<'a> {
+impl LiveDecider {
     /// The first decider must load: a broken file at start is the caller's error.
-    pub fn new(policy: PolicyConfig, sandbox: Option<&'a dyn RunSettings>) -> anyhow::Result<Self> {
-        let files = files_of(&policy, sandbox);
+    pub fn new(policy: PolicyConfig, sandbox: Option<Sources>) -> anyhow::Result<Self> {
+        let files = files_of(&policy, sandbox.as_ref());
         // Watching starts before the first look, so that no edit falls between the two.
         let watch = Watch::new(&files);
         let mut live = LiveDecider {
@@ -73,12 +64,12 @@ impl<'a> LiveDecider<'a> {
             pending: false,
         };
         live.written_stamp = live.written_fingerprint(&files);
-        live.decider = Ok(live.load()?);
+        live.decider = Ok(Arc::new(live.load()?));
         Ok(live)
     }
 
     fn load(&self) -> anyhow::Result<Decider> {
-        match self.sandbox {
+        match &self.sandbox {
             Some(sandbox) => Decider::for_runs(&self.policy, sandbox),
             None => Decider::new(&self.policy),
         }
@@ -87,7 +78,7 @@ impl<'a> LiveDecider<'a> {
     /// Those of `files` that lie where the runs may write (the working directory and
     /// `--allow-write` places), fingerprinted.
     fn written_fingerprint(&self, files: &[PathBuf]) -> u64 {
-        let Some(sandbox) = self.sandbox else {
+        let Some(sandbox) = &self.sandbox else {
             return 0;
         };
         let Ok(cwd) = std::env::current_dir() else {
@@ -105,7 +96,7 @@ impl<'a> LiveDecider<'a> {
     }
 
     /// The decider for the next request, reloaded if a file changed since the last one.
-    pub fn current(&mut self) -> Result<&Decider, String> {
+    pub fn current(&mut self) -> Result<&Arc<Decider>, String> {
         self.current_unless_running(false)
     }
 
@@ -113,7 +104,7 @@ impl<'a> LiveDecider<'a> {
     /// they may write waits until they have ended. A sandbox keeps cordon's own files
     /// read-only, but where it cannot (the Landlock-only fallback puts them back only after
     /// the run), a run could otherwise plant the rules the next run is decided by.
-    pub fn current_unless_running(&mut self, running: bool) -> Result<&Decider, String> {
+    pub fn current_unless_running(&mut self, running: bool) -> Result<&Arc<Decider>, String> {
         if !self.pending && !self.watch.maybe_changed() {
             return self.decider.as_ref().map_err(|e| {
                 format!("the policy or settings changed and no longer load; fix them: {e:#}")
@@ -121,7 +112,7 @@ impl<'a> LiveDecider<'a> {
         }
         // A new watch before the look: directories may have appeared, and an edit after the
         // look is then queued for the next request.
-        let files = files_of(&self.policy, self.sandbox);
+        let files = files_of(&self.policy, self.sandbox.as_ref());
         self.watch = Watch::new(&files);
         let now = crate::settings::fingerprint(files.iter().map(PathBuf::as_path));
         self.pending = false;
@@ -138,7 +129,7 @@ impl<'a> LiveDecider<'a> {
             }
             self.stamp = now;
             self.written_stamp = written;
-            self.decider = self.load();
+            self.decider = self.load().map(Arc::new);
             match &self.decider {
                 Ok(_) => tracing::info!("policy or settings changed: reloaded"),
                 Err(e) => tracing::warn!("policy or settings changed and do not load: {e:#}"),
@@ -152,14 +143,14 @@ impl<'a> LiveDecider<'a> {
 
 /// Every file and directory a decider is built from: the policy's and the settings' (whether
 /// or not they exist), and a settings file given by name.
-fn files_of(policy: &PolicyConfig, sandbox: Option<&dyn RunSettings>) -> Vec<PathBuf> {
+fn files_of(policy: &PolicyConfig, sandbox: Option<&Sources>) -> Vec<PathBuf> {
     policy
         .source_paths()
         .unwrap_or_default()
         .into_iter()
         .chain(
             sandbox
-                .and_then(|s| s.settings_file())
+                .and_then(|s| s.settings_file.as_deref())
                 .map(Path::to_path_buf),
         )
         .collect()
@@ -186,7 +177,7 @@ impl Decider {
 
     /// For the commands `exec`, `shell` and `mcp` run: placed by the settings their sandbox
     /// flags find (`--settings`, `--profile` and `--trust-project` included).
-    pub fn for_runs(policy: &PolicyConfig, sandbox: &dyn RunSettings) -> anyhow::Result<Self> {
+    pub fn for_runs(policy: &PolicyConfig, sandbox: &Sources) -> anyhow::Result<Self> {
         Decider::for_runs_with(policy, &sandbox.settings(policy.trust_workspace)?)
     }
 

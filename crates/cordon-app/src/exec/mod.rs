@@ -2,8 +2,9 @@
 //! and says what happened. `cordon exec --jsonl`, `cordon shell` and `cordon mcp` are built on
 //! it.
 //!
-//! Each run is a child `cordon run … --report FILE -- /bin/sh -c COMMAND` (this same binary,
-//! through `/proc/self/exe`) in a process group of its own. The calling process may have many
+//! Each run is a child cordon (this same binary, through `/proc/self/exe`) sent a
+//! [`crate::child::Request::Run`] of `/bin/sh -c COMMAND` with a report file, in a process
+//! group of its own. The calling process may have many
 //! threads, and forking one to set up a sandbox is unsafe; a fresh `cordon run` is
 //! single-threaded and builds the sandbox itself. Cancelling signals that process group:
 //! SIGTERM, which `cordon run` passes down to the command, then SIGKILL to `cordon run` after a
@@ -22,7 +23,6 @@
 pub mod output;
 mod sys;
 
-use std::ffi::OsString;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -35,6 +35,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+
+use crate::config::Sources;
+use crate::run::Launch;
+use crate::run::backend::BackendChoice;
 
 use output::BoundedOutput;
 pub use output::{KeptOutput, OutputLimit, Utf8Chunks};
@@ -242,21 +246,20 @@ const OUTSIDE_OUTPUT_WAIT: Duration = Duration::from_secs(1);
 /// Starts runs with one set of sandbox settings.
 #[derive(Debug)]
 pub struct Runner {
-    exe: PathBuf,
-    sandbox_args: Vec<OsString>,
+    sources: Sources,
+    backend: BackendChoice,
     reports: tempfile::TempDir,
     next: AtomicU64,
     grace: Duration,
 }
 
 impl Runner {
-    /// `sandbox_args` are `cordon run` flags (`--allow-write …`, see
-    /// `SandboxFlags::to_args`), given to every run.
-    pub fn new(sandbox_args: Vec<OsString>) -> std::io::Result<Runner> {
+    /// Every run reads its settings from `sources` as it starts, so that edited settings
+    /// apply to the next run, and is enforced by `backend`.
+    pub fn new(sources: Sources, backend: BackendChoice) -> std::io::Result<Runner> {
         Ok(Runner {
-            // This very binary, even if the file was replaced since it started.
-            exe: PathBuf::from("/proc/self/exe"),
-            sandbox_args,
+            sources,
+            backend,
             reports: tempfile::Builder::new().prefix("cordon-exec-").tempdir()?,
             next: AtomicU64::new(0),
             grace: DEFAULT_GRACE,
@@ -268,25 +271,28 @@ impl Runner {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let report = self.reports.path().join(format!("run-{n}.json"));
         let outside = matches!(opts.placement, Placement::Outside { .. });
-        let mut cmd = if outside {
-            Command::new("/bin/sh")
+        let (mut cmd, request) = if outside {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.args(["-c", &opts.command]);
+            (cmd, None)
         } else {
-            let mut cmd = Command::new(&self.exe);
-            cmd.arg("run").args(&self.sandbox_args);
-            cmd.arg("--report").arg(&report);
-            if !opts.blocked_on_stderr {
-                cmd.arg("--report-only");
-            }
-            if let Some(t) = opts.timeout {
-                cmd.arg("--timeout").arg(t.as_secs_f64().to_string());
-            }
-            if let Io::Terminal { .. } = opts.io {
-                cmd.arg("--own-terminal");
-            }
-            cmd.args(["--", "/bin/sh"]);
-            cmd
+            let launch = Launch {
+                argv: vec!["/bin/sh".into(), "-c".into(), opts.command.clone()],
+                backend: self.backend.clone(),
+                report: Some(report.clone()),
+                report_only: !opts.blocked_on_stderr,
+                own_terminal: matches!(opts.io, Io::Terminal { .. }),
+                timeout: opts.timeout.map(|t| t.as_secs_f64()),
+                ..Launch::default()
+            };
+            let mut child = crate::child::Child::new(&crate::child::Request::Run {
+                sources: self.sources.clone(),
+                launch,
+            })?;
+            child.install_request();
+            let (cmd, sender) = child.into_parts();
+            (cmd, Some(sender))
         };
-        cmd.args(["-c", &opts.command]);
         if let Some(cwd) = &opts.cwd {
             sys::working_dir(&mut cmd, cwd.dir.clone());
         }
@@ -325,6 +331,13 @@ impl Runner {
         // Our copies of the terminal's slave side close here, so that reading the master
         // ends when the sandbox's last process has gone.
         drop(cmd);
+        if let Some(request) = request
+            && let Err(e) = request.send()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
         let pid = child.id();
         let terminal_ends = master.as_ref().map(|m| (m.try_clone(), m.try_clone()));
         let mut input_to: Option<Box<dyn Write + Send>> = None;

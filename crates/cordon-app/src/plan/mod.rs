@@ -1,4 +1,137 @@
-//! Planning a run: from what the user asked (flags and settings) to what the sandbox is given.
-//! So far the paths: `cordon run`'s path flags and settings, expanded or kept live.
+//! Planning a run: from its configuration (flags and settings merged) to the paths the sandbox
+//! is given, before anything is set up. `cordon run` goes on to run the plan, `cordon explain`
+//! shows it, and `cordon mcp`'s file tools keep to the same walls.
 
 pub mod paths;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use cordon_sandbox::{existing_protected, gitmeta, gitmeta::GitMeta, linked_worktree_writable};
+
+use crate::config::RunConfig;
+use paths::{Flag, LivePattern, resolve_all};
+
+/// What a run will be given.
+#[derive(Debug)]
+pub struct Plan {
+    pub timeout: Option<Duration>,
+    pub cwd: PathBuf,
+    pub writable: Vec<PathBuf>,
+    pub read_only: Vec<PathBuf>,
+    /// cordon's own settings directories.
+    pub own_settings: Vec<PathBuf>,
+    pub hidden: Vec<PathBuf>,
+    pub reopened: Vec<PathBuf>,
+    pub unix_sockets: Vec<PathBuf>,
+    /// The git metadata in the writable places before the run, and the search's bound.
+    pub git: GitMeta,
+    pub git_limit: usize,
+    /// Patterns that matched nothing or too much: for the user, once per command they typed
+    /// (the worker of `mcp --backend` plans again what its launcher has planned and said).
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    pub fn warn(&self) {
+        for w in &self.warnings {
+            eprintln!("cordon: warning: {w}");
+        }
+    }
+}
+
+/// The `--deny-read`, `--allow-read` and `--deny-write` patterns, unexpanded.
+#[derive(Debug, Clone, Default)]
+pub struct LivePatterns {
+    pub hidden: Vec<LivePattern>,
+    pub reopened: Vec<LivePattern>,
+    pub read_only: Vec<LivePattern>,
+}
+
+/// The plan of a run with `config` in this process's working directory.
+pub fn plan(config: &RunConfig) -> anyhow::Result<Plan> {
+    let timeout = config
+        .timeout
+        .map(crate::bounds::timeout)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--timeout (or limits.timeout) {e}"))?;
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let cwd = std::fs::canonicalize(&cwd).context("cannot resolve the current directory")?;
+    let mut warnings = Vec::new();
+    let mut resolve = |paths: &[PathBuf], flag| resolve_all(paths, &cwd, flag, &mut warnings);
+    let mut writable = resolve(&config.allow_write, Flag::AllowWrite)?;
+    let mut read_only = resolve(&config.deny_write, Flag::DenyWrite)?;
+    let hidden = resolve(&config.deny_read, Flag::DenyRead)?;
+    let reopened = resolve(&config.allow_read, Flag::AllowRead)?;
+    let unix_sockets = resolve(&config.allow_unix_sockets, Flag::AllowUnixSocket)?;
+    // In a linked git worktree, `git commit` writes into the main repository's objects and
+    // refs; allow those, not its config or hooks.
+    writable.extend(linked_worktree_writable(&cwd));
+    // Start-up files, git's config and hooks, editor and agent settings stay read-only in
+    // every writable place.
+    for root in std::iter::once(&cwd).chain(&writable) {
+        read_only.extend(existing_protected(root));
+    }
+    // git metadata at any depth (nested and vendored repositories, submodules, worktrees,
+    // a hooksPath in the tree): what makes git run a program stays read-only.
+    let git_limit = gitmeta::scan_limit().map_err(anyhow::Error::msg)?;
+    let roots: Vec<PathBuf> = std::iter::once(&cwd).chain(&writable).cloned().collect();
+    let git = gitmeta::scan(&roots, git_limit);
+    read_only.extend(
+        git.runs_code
+            .iter()
+            .filter(|p| roots.iter().any(|r| p.starts_with(r)) && !read_only.contains(p))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    // cordon's own settings and policies, wherever a writable place holds them.
+    let own_settings: Vec<PathBuf> = crate::policy::own_settings_dirs()
+        .into_iter()
+        .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
+        .collect();
+    read_only.extend(
+        own_settings
+            .iter()
+            .filter(|d| {
+                d.exists()
+                    && std::iter::once(&cwd)
+                        .chain(&writable)
+                        .any(|r| d.starts_with(r))
+            })
+            .cloned(),
+    );
+    Ok(Plan {
+        timeout,
+        cwd,
+        writable,
+        read_only,
+        own_settings,
+        hidden,
+        reopened,
+        unix_sockets,
+        git,
+        git_limit,
+        warnings,
+    })
+}
+
+/// The plan a run with `config` would get here, and the patterns among its deny and allow
+/// paths, unexpanded: for tools that touch files outside the sandbox (`cordon mcp`'s), which
+/// must keep to the same walls, also for paths made later.
+pub fn walls(config: &RunConfig) -> anyhow::Result<(Plan, LivePatterns)> {
+    let plan = plan(config)?;
+    let live = |list: &[PathBuf], flag| -> anyhow::Result<Vec<LivePattern>> {
+        let mut out = Vec::new();
+        for p in list {
+            out.extend(LivePattern::new(p, &plan.cwd, flag)?);
+        }
+        Ok(out)
+    };
+    let live = LivePatterns {
+        hidden: live(&config.deny_read, Flag::DenyRead)?,
+        reopened: live(&config.allow_read, Flag::AllowRead)?,
+        read_only: live(&config.deny_write, Flag::DenyWrite)?,
+    };
+    Ok((plan, live))
+}

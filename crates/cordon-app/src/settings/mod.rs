@@ -348,7 +348,7 @@ fn resolve_path(text: &str, layer: Layer, file: &Path, key: &str) -> anyhow::Res
 const BACKENDS: &[&str] = &["linux", "seatbelt", "docker", "podman", "container"];
 
 /// One layer's values, with paths resolved; what the merge takes in.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, Serialize, serde::Deserialize)]
 pub struct LayerValues {
     pub enabled: Option<bool>,
     pub fail_if_unavailable: Option<bool>,

@@ -16,14 +16,14 @@ use serde_json::{Value, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::PolicyFlags;
-use super::run::SandboxFlags;
+use super::flags::SandboxFlags;
 use super::wire::{MAX_LINE, parse_call, read_line};
 use crate::exit;
 use cordon_app::bounds;
-use cordon_app::decide::LiveDecider;
 use cordon_app::exec::{
-    Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Stream, Utf8Chunks, WorkDir,
+    Control, Event, Input, Io, OutputLimit, RunOptions, Stream, Utf8Chunks, WorkDir,
 };
+use cordon_app::session::Session;
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
@@ -151,7 +151,7 @@ enum Slot {
 }
 
 struct Shared {
-    runner: Runner,
+    session: Session,
     /// The session's workspace (the directory `exec` started in): every run's `cwd` must lie
     /// inside it.
     workspace: WorkDir,
@@ -255,14 +255,16 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     if !args.jsonl {
         anyhow::bail!("cordon exec speaks JSON lines only so far; pass --jsonl (docs/PROTOCOL.md)");
     }
-    let mut decider = LiveDecider::new(args.policy.config(), Some(&args.sandbox))?;
-    let runner =
-        Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
+    let session = Session::new(
+        args.policy.config(),
+        args.sandbox.sources()?,
+        Default::default(),
+    )?;
     let (events, queue) = sync_channel::<Value>(EVENT_QUEUE);
     let writer = std::thread::spawn(move || write_events(queue));
     let workspace = WorkDir::current().context("cannot open the current directory")?;
     let shared = Arc::new(Shared {
-        runner,
+        session,
         workspace,
         slots: Mutex::new(HashMap::new()),
         slot_gone: Condvar::new(),
@@ -333,7 +335,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
         if text.is_empty() {
             continue;
         }
-        if let Err((id, message)) = handle(&shared, &mut decider, &defaults, text) {
+        if let Err((id, message)) = handle(&shared, &defaults, text) {
             shared.send(error_event(id.as_deref(), n, &message));
         }
     }
@@ -400,7 +402,6 @@ type Refusal = (Option<String>, String);
 /// One request line; an error names the id when the line had one.
 fn handle(
     shared: &Arc<Shared>,
-    decider: &mut LiveDecider<'_>,
     defaults: &cordon_policy::CheckOptions,
     text: &str,
 ) -> Result<(), Refusal> {
@@ -421,14 +422,13 @@ fn handle(
         _ => {}
     }
     if object.get("type") == Some(&json!("check")) {
-        let decider = decider.current().map_err(fail)?;
         let id = id.clone().unwrap_or_default();
         object.remove("type");
         object.remove("id");
         let (call, mode) = parse_call(value, defaults.mode).map_err(fail)?;
         let mut opts = *defaults;
         opts.mode = mode;
-        let outcome = decider.check(&call, opts);
+        let outcome = shared.session.check(&call, opts).map_err(fail)?;
         shared.send(decision_event(&id, &outcome));
         return Ok(());
     }
@@ -448,11 +448,6 @@ fn handle(
             stream,
             unsandboxed,
         } => {
-            // Only deciding waits for files that load: a cancel must work while they do not.
-            let running = !shared.slots().is_empty();
-            let decider = decider
-                .current_unless_running(running)
-                .map_err(|e| (Some(id.clone()), e))?;
             let mode = match mode {
                 None => defaults.mode,
                 Some(m) => ApprovalMode::parse(&m).ok_or_else(|| {
@@ -461,11 +456,9 @@ fn handle(
                     ))
                 })?,
             };
-            let timeout = match timeout {
-                // The settings' limit as they are now: edits to them apply to the next run.
-                None => decider.timeout,
-                Some(t) => Some(bounds::timeout(t).map_err(|e| fail(format!("`timeout` {e}")))?),
-            };
+            let timeout = timeout
+                .map(|t| bounds::timeout(t).map_err(|e| fail(format!("`timeout` {e}"))))
+                .transpose()?;
             let io = match (pty, stdin, interactive) {
                 (Some(Pty::On(true)), None, _) => Io::Terminal { rows: 24, cols: 80 },
                 (Some(Pty::Size { rows, cols }), None, _) => Io::Terminal { rows, cols },
@@ -496,20 +489,24 @@ fn handle(
                 .map(|c| shared.workspace.beneath(&c))
                 .transpose()
                 .map_err(|e| fail(format!("`cwd` {e}")))?;
-            let (outcome, placement) = decider.decide_command(&command, unsandboxed, {
-                let mut check = *defaults;
-                check.mode = mode;
-                check
-            });
+            // Only deciding waits for files that load: a cancel must work while they do not.
+            let running = !shared.slots().is_empty();
+            let mut check = *defaults;
+            check.mode = mode;
+            let verdict = shared
+                .session
+                .decide(&command, unsandboxed, check, running)
+                .map_err(|e| (Some(id.clone()), e))?;
             let opts = RunOptions {
-                command: command.clone(),
                 cwd,
                 io,
-                timeout,
+                // Without one of its own, the settings' limit as they are now: edits to them
+                // apply to the next run.
+                timeout: timeout.or(verdict.timeout),
                 keep,
-                blocked_on_stderr: false,
-                placement,
+                ..verdict.options(&command)
             };
+            let outcome = verdict.outcome;
             {
                 let mut slots = shared.slots();
                 if slots.contains_key(&id) {
@@ -679,7 +676,7 @@ fn start_and_report(shared: &Arc<Shared>, id: &str, opts: &RunOptions, stream: b
             Event::Output { .. } => {}
         })
     };
-    let run = match shared.runner.start(opts, sink) {
+    let run = match shared.session.start(opts, sink) {
         Ok(run) => run,
         Err(e) => {
             shared.refused(id, false, &format!("cannot start `cordon run`: {e}"));

@@ -5,8 +5,10 @@ use clap::Args;
 use serde_json::json;
 
 use super::PolicyFlags;
-use super::run::{Plan, RunArgs, plan, with_settings};
+use super::flags::RunArgs;
+use cordon_app::config::RunConfig;
 use cordon_app::exec::Placement;
+use cordon_app::plan::{Plan, plan};
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
@@ -20,12 +22,21 @@ pub struct ExplainArgs {
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
-    let decider = cordon_app::decide::Decider::for_runs(&args.policy.config(), &args.run.sandbox)?;
-    let run = with_settings(args.run)?;
-    let plan = plan(&run)?;
+    let sources = args.run.sandbox.sources()?;
+    let decider = cordon_app::decide::Decider::for_runs(&args.policy.config(), &sources)?;
+    let config = sources.resolve()?;
+    for why in &config.left_out {
+        eprintln!("cordon: warning: settings left out: {why}");
+    }
+    let mut backend = args.run.backend.choice();
+    backend.settle(&config)?;
+    let argv = args.run.argv();
+    if argv.is_empty() {
+        anyhow::bail!("give a command after `--` or a shell string with -c");
+    }
+    let plan = plan(&config)?;
     plan.warn();
     let Plan {
-        argv,
         cwd,
         writable,
         read_only,
@@ -36,19 +47,19 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         ..
     } = plan;
     // The policy sees what an agent would hand it: the command as one shell string.
-    let command = match run.shell() {
-        Some(s) => s.to_string(),
+    let command = match &args.run.shell {
+        Some(s) => s.clone(),
         None => shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" ")),
     };
     // `cordon run` always sandboxes; the settings may place an agent's run elsewhere.
     let (outcome, placement) =
         decider.decide_command(&command, false, args.policy.config().options());
-    let net = run.net_summary();
+    let net = net_summary(&config, &args.run.publish);
     let report = json!({
         "command": command,
         "policy": outcome,
         "when_an_agent_runs_it": placement.fields(),
-        "backend": run.backend_name(),
+        "backend": backend.name(),
         "cwd": cwd,
         "writable": std::iter::once(&cwd).chain(&writable).collect::<Vec<_>>(),
         "read_only_inside_writable": read_only,
@@ -106,4 +117,22 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(0)
+}
+
+/// The run's network as `cordon explain` tells it.
+fn net_summary(config: &RunConfig, publish: &[cordon_app::proxy::Publish]) -> serde_json::Value {
+    let summary = if config.host_network {
+        "the host's network (--network host)"
+    } else if config.net.any_allowed() {
+        "only through cordon's proxy, to the allowed hosts"
+    } else {
+        "none: the command's own loopback only"
+    };
+    json!({
+        "summary": summary,
+        "allow_domains": config.net.allow_domains,
+        "deny_domains": config.net.deny_domains,
+        "allow_private_ips": config.net.allow_private_ips,
+        "published": publish.iter().map(|p| format!("127.0.0.1:{} -> {}", p.host_port, p.port)).collect::<Vec<_>>(),
+    })
 }

@@ -1,17 +1,14 @@
 //! Command-line parsing and dispatch.
 
-#[cfg(unix)]
-mod ask;
-#[cfg(unix)]
-mod backend;
 mod check;
 mod config;
-#[cfg(unix)]
-mod container;
+#[cfg(target_os = "linux")]
+mod doctor;
 #[cfg(unix)]
 mod exec;
 #[cfg(unix)]
 mod explain;
+mod flags;
 #[cfg(unix)]
 mod mcp;
 mod policy;
@@ -19,30 +16,15 @@ mod policy;
 mod proxy;
 #[cfg(unix)]
 mod run;
-mod setup;
 #[cfg(unix)]
 mod shell;
 mod wire;
 
-pub use setup::user_settings_dir;
-
-/// `FLAG VALUE` once per value: a list flag as handed to a child cordon (`exec`'s runs,
-/// `mcp`'s worker).
-fn push_each<T: AsRef<std::ffi::OsStr>>(
-    out: &mut Vec<std::ffi::OsString>,
-    flag: &str,
-    values: &[T],
-) {
-    for v in values {
-        out.push(flag.into());
-        out.push(v.as_ref().to_os_string());
-    }
-}
-
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
-use cordon_policy::ApprovalMode;
+use clap::{Parser, Subcommand};
+
+pub use flags::{CallFlags, PolicyFlags};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -91,7 +73,7 @@ enum Command {
     /// directory, its private /tmp and allowed paths, sees no other processes, has no network
     /// but loopback, and holds no privileges.
     #[cfg(unix)]
-    Run(Box<run::RunArgs>),
+    Run(Box<flags::RunArgs>),
     /// For agents: check and run commands in the sandbox over JSON lines, several at once,
     /// with their output streamed, cancel and ask/answer (docs/PROTOCOL.md).
     #[cfg(unix)]
@@ -129,71 +111,21 @@ pub fn colour(stream: &impl std::io::IsTerminal) -> bool {
     stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
-    ApprovalMode::parse(s)
-        .ok_or_else(|| format!("unknown mode `{s}`; use default, autoEdit, plan or yolo"))
+/// Logging for a child of cordon's, which has no flags: RUST_LOG alone says how much.
+pub fn start_child_logging() {
+    logging("warn");
 }
 
-/// The flags that choose which rules apply, shared by `check` and `policy …`.
-#[derive(Debug, Args, Clone)]
-pub struct PolicyFlags {
-    /// Approval mode: default, autoEdit, plan or yolo.
-    #[arg(long, default_value = "default", value_parser = parse_mode)]
-    mode: ApprovalMode,
-    /// Nobody can answer questions: ask_user becomes deny.
-    #[arg(long)]
-    non_interactive: bool,
-    /// Policy directory or file for the user tier (repeatable); replaces ~/.config/cordon/policies.
-    #[arg(long = "policy-dir", value_name = "DIR")]
-    policy_dirs: Vec<PathBuf>,
-    /// Extension policy directory (repeatable); extensions may only deny or ask.
-    #[arg(long = "extension-policy-dir", value_name = "DIR")]
-    extension_dirs: Vec<PathBuf>,
-    /// Workspace directory (repeatable; default: the current directory). File arguments must stay
-    /// inside these, and their .cordon/policies form the workspace tier.
-    #[arg(long = "workspace", value_name = "DIR")]
-    workspaces: Vec<PathBuf>,
-    /// Let the workspace's own policy files allow things (by default they may only deny or ask).
-    #[arg(long)]
-    trust_workspace: bool,
-    /// Leave out cordon's built-in default policies.
-    #[arg(long)]
-    no_defaults: bool,
-    /// Policy directory or file for the default tier (repeatable); replaces cordon's built-in
-    /// defaults, e.g. with the defaults another agent ships.
-    #[arg(
-        long = "default-policy-dir",
-        value_name = "DIR",
-        conflicts_with = "no_defaults"
-    )]
-    default_dirs: Vec<PathBuf>,
-    /// A tool to allow without asking, as in Gemini CLI's tools.allowed (repeatable);
-    /// `run_shell_command(git status)` allows only that command prefix.
-    #[arg(long = "allowed-tool", value_name = "TOOL")]
-    allowed_tools: Vec<String>,
-    /// A tool never to run, as in Gemini CLI's tools.exclude (repeatable).
-    #[arg(long = "exclude-tool", value_name = "TOOL")]
-    excluded_tools: Vec<String>,
-    /// Another tool name whose `command` argument is a shell script (repeatable).
-    #[arg(long = "shell-tool", value_name = "TOOL")]
-    shell_tools: Vec<String>,
-}
-
-/// One call given on the command line.
-#[derive(Debug, Args, Clone)]
-pub struct CallFlags {
-    /// The tool's name, e.g. run_shell_command, read_file, mcp_github_create_issue.
-    #[arg(long, value_name = "NAME")]
-    tool: Option<String>,
-    /// The call's arguments as a JSON object.
-    #[arg(long, value_name = "JSON")]
-    args: Option<String>,
-    /// The MCP server the tool comes from.
-    #[arg(long, value_name = "NAME")]
-    server: Option<String>,
-    /// The tool's annotations as a JSON object (e.g. {"readOnlyHint":true}).
-    #[arg(long, value_name = "JSON")]
-    annotations: Option<String>,
+fn logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("cordon={level}")));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(colour(&std::io::stderr()))
+        .with_target(false)
+        .without_time()
+        .try_init();
 }
 
 impl Cli {
@@ -206,15 +138,7 @@ impl Cli {
             2 => "debug",
             _ => "trace",
         };
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("cordon={level}")));
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .with_ansi(colour(&std::io::stderr()))
-            .with_target(false)
-            .without_time()
-            .try_init();
+        logging(level);
     }
 
     /// Whether this command only prints what it was asked for, so may simply end when its
@@ -264,6 +188,6 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         #[cfg(unix)]
         Command::Connect(args) => proxy::connect(args),
         #[cfg(target_os = "linux")]
-        Command::Doctor { json } => run::doctor(json),
+        Command::Doctor { json } => doctor::doctor(json),
     }
 }

@@ -7,9 +7,9 @@ use clap::{Args, Subcommand};
 use cordon_policy::load::{BUILTIN_POLICIES, remember_always_allow};
 use cordon_policy::{Explanation, PolicySources, ProcessRunner, RuleSummary, load};
 
-use super::setup::user_policy_dir;
 use super::{CallFlags, PolicyFlags};
 use crate::exit;
+use cordon_app::user_policy_dir;
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {

@@ -16,9 +16,10 @@ use rustyline::error::ReadlineError;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::PolicyFlags;
-use super::run::SandboxFlags;
+use super::flags::SandboxFlags;
 use crate::exit;
-use cordon_app::exec::{Control, Io, Placement, RunOptions, Runner};
+use cordon_app::exec::{Control, Io, Placement, RunOptions};
+use cordon_app::session::Session;
 
 #[derive(Debug, Args)]
 pub struct ShellArgs {
@@ -41,22 +42,28 @@ fn default_history() -> Option<PathBuf> {
 }
 
 pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
-    let decider = cordon_app::decide::Decider::for_runs(&args.policy.config(), &args.sandbox)?;
-    let runner =
-        Runner::new(args.sandbox.to_args()).context("cannot make a directory for run reports")?;
-    let options = args.policy.config().options();
-    let network = if args.sandbox.host_network() {
+    let sources = args.sandbox.sources()?;
+    // For the prompt: each line's run reads the settings again as it starts.
+    let config = sources.resolve()?;
+    let session = Session::new(args.policy.config(), sources, Default::default())?;
+    let options = session.options();
+    let decider = session.decider(false).map_err(anyhow::Error::msg)?;
+    let (outside, always_sandboxed) = (
+        decider.placer.place("", false),
+        decider.placer.always_sandboxed(),
+    );
+    let network = if config.host_network {
         "host network"
-    } else if args.sandbox.net.any_allowed() {
+    } else if config.net.any_allowed() {
         "allowed domains only"
     } else {
         "no network"
     };
     // The prompt tells whether lines run in the sandbox; when the settings switch it off
     // (checked with an empty line, which no exclusion matches) it says so plainly.
-    let sandbox = match decider.placer.place("", false) {
+    let sandbox = match outside {
         Ok(Placement::Outside { .. }) => "NO sandbox".to_string(),
-        _ if !decider.placer.always_sandboxed() => "sandbox, some commands outside".to_string(),
+        _ if !always_sandboxed => "sandbox, some commands outside".to_string(),
         _ => format!("sandbox, {network}"),
     };
     let prompt = format!("cordon [{} | {sandbox}] $ ", options.mode.as_str());
@@ -94,7 +101,7 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
     eprintln!(
         "cordon shell: each line is checked by the policy ({} mode) and runs in the sandbox{}; `exit` leaves",
         options.mode.as_str(),
-        if decider.placer.always_sandboxed() {
+        if always_sandboxed {
             ""
         } else {
             " unless the settings place it outside (cordon says so when they do)"
@@ -122,8 +129,15 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
         if line == "exit" {
             break;
         }
-        let (outcome, placement) = decider.decide_command(line, false, options);
-        if let Placement::Outside { why } = &placement {
+        let verdict = match session.decide(line, false, options, false) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("cordon: not run: {e}");
+                continue;
+            }
+        };
+        let outcome = &verdict.outcome;
+        if let Placement::Outside { why } = &verdict.placement {
             eprintln!("cordon: this runs outside the sandbox: {why}");
         }
         match outcome.decision {
@@ -145,12 +159,10 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
         }
         let opts = RunOptions {
             io: Io::Inherit,
-            timeout: decider.timeout,
             blocked_on_stderr: true,
-            placement,
-            ..RunOptions::new(line)
+            ..verdict.options(line)
         };
-        let run = match runner.start(&opts, Arc::new(|_| {})) {
+        let run = match session.start(&opts, Arc::new(|_| {})) {
             Ok(run) => run,
             Err(e) => {
                 eprintln!("cordon: cannot start `cordon run`: {e}");

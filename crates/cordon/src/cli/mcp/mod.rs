@@ -7,7 +7,6 @@
 //! `notifications/cancelled`; the file tools run here, inside the workspace (files.rs). With
 //! `--backend docker|podman` the whole server runs in a container instead (worker.rs).
 
-mod files;
 mod input;
 mod worker;
 
@@ -32,12 +31,14 @@ use serde_json::{Value, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::PolicyFlags;
-use super::backend::BackendArgs;
-use super::run::SandboxFlags;
+use super::flags::{BackendFlags, SandboxFlags};
 use crate::exit;
-use cordon_app::decide::{Decider, RunSettings};
-use cordon_app::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Runner, Utf8Chunks};
-use files::Workspace;
+use cordon_app::config::Sources;
+use cordon_app::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Utf8Chunks};
+use cordon_app::policy::PolicyConfig;
+use cordon_app::run::backend::BackendChoice;
+use cordon_app::session::Session;
+use cordon_app::workspace::{self as files, Workspace};
 
 #[derive(Debug, Args)]
 pub struct McpArgs {
@@ -48,13 +49,11 @@ pub struct McpArgs {
     /// `--backend docker|podman|container` serves from inside a container: every tool, the
     /// file tools too, runs there (see `cordon run --backend`).
     #[command(flatten)]
-    backend: BackendArgs,
-    /// This is the server cordon started inside its container: the container is the sandbox.
+    backend: BackendFlags,
+    /// This is the server cordon started inside its container, which is the sandbox; its
+    /// request comes first on standard input.
     #[arg(long, hide = true)]
     worker: bool,
-    /// The launcher's fingerprint of the policy files, which the worker must see too.
-    #[arg(long, hide = true, value_name = "N")]
-    policy_fingerprint: Option<u64>,
 }
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
@@ -78,6 +77,10 @@ struct RunShellCommand {
     #[serde(skip)]
     #[schemars(skip)]
     placement: cordon_app::exec::Placement,
+    /// The settings' time limit when it was decided (worked out by cordon, not given).
+    #[serde(skip)]
+    #[schemars(skip)]
+    timeout: Option<Duration>,
 }
 
 /// A call's arguments, read as its tool takes them.
@@ -193,9 +196,8 @@ impl Runs {
 
 #[derive(Debug, Clone)]
 struct Server {
-    decider: Arc<Decider>,
+    session: Arc<Session>,
     options: CheckOptions,
-    runner: Arc<Runner>,
     workspace: Arc<Workspace>,
     runs: Arc<Runs>,
     /// Questions asked in the multi-round-trip form (2026-07-28), by the `requestState` the
@@ -209,27 +211,42 @@ struct Server {
     input_ended: input::Ended,
 }
 
-pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
-    let container = worker::inside(&args)?;
-    let settings = args.sandbox.settings(args.policy.trust_workspace)?;
-    if container.is_none() {
-        // `sandbox.backend` and `[container]` in the settings choose as for `cordon run`.
-        args.backend.settle(
-            cordon_app::settings::value(settings.backend.clone()),
-            cordon_app::settings::value(settings.container_image.clone()),
-            cordon_app::settings::value(settings.container_profile.clone()),
-        )?;
-        args.backend.validate()?;
-        if args.backend.container_engine().is_some() {
-            return worker::launch(args);
-        }
-        if args.backend.dry_run() {
-            bail!("--dry-run shows the engine's command for --backend docker, podman or container");
-        }
+pub fn run(args: McpArgs) -> anyhow::Result<u8> {
+    if args.worker {
+        let (request, name) = worker::inside()?;
+        return serve(
+            request.policy,
+            request.sources,
+            BackendChoice::default(),
+            Some(name),
+        );
     }
-    let decider = Decider::for_runs_with(&args.policy.config(), &settings)?;
+    let policy = args.policy.config();
+    let sources = args.sandbox.sources()?;
+    // `sandbox.backend` and `[container]` in the settings choose as for `cordon run`.
+    let config = sources.resolve()?;
+    let mut backend = args.backend.choice();
+    backend.settle(&config)?;
+    backend.validate()?;
+    if backend.container_engine().is_some() {
+        return worker::launch(&policy, &sources, &config, backend);
+    }
+    if backend.dry_run {
+        bail!("--dry-run shows the engine's command for --backend docker, podman or container");
+    }
+    serve(policy, sources, backend, None)
+}
+
+/// Serves MCP on standard input and output until the client goes; `container` names the one
+/// this server is the worker of.
+fn serve(
+    policy: PolicyConfig,
+    sources: Sources,
+    backend: BackendChoice,
+    container: Option<String>,
+) -> anyhow::Result<u8> {
     // The walls each command's sandbox will have, for the file tools that work outside it.
-    let (plan, live) = super::run::plan_for(&args.sandbox)?;
+    let (plan, live) = cordon_app::plan::walls(&sources.resolve()?)?;
     if container.is_none() {
         // In a container, the launcher has said them already.
         plan.warn();
@@ -243,19 +260,22 @@ pub fn run(mut args: McpArgs) -> anyhow::Result<u8> {
         read_only,
         live,
     };
-    let workspace = Workspace::new(decider.engine.environment(), walls);
-    // Each command's `cordon run` reads the backend (and CORDON_SANDBOX) as this server did.
-    let mut run_args = args.sandbox.to_args();
-    if container.is_none() {
-        run_args.extend(args.backend.to_args());
-    }
-    let runner = Runner::new(run_args).context("cannot make a directory for run reports")?;
+    let options = policy.options();
+    // Each command's run reads the settings again as it starts, with the backend this
+    // server settled on; the policy and settings are followed as they change.
+    let session = Session::new(policy, sources, backend)?;
+    let environment = session
+        .decider(false)
+        .map_err(anyhow::Error::msg)?
+        .engine
+        .environment()
+        .clone();
+    let workspace = Workspace::new(&environment, walls);
     let runs = Arc::new(Runs::default());
     let (stdin, input_ended) = input::Watched::new(tokio::io::stdin());
     let server = Server {
-        decider: Arc::new(decider),
-        options: args.policy.config().options(),
-        runner: Arc::new(runner),
+        session: Arc::new(session),
+        options,
         workspace: Arc::new(workspace),
         runs: Arc::clone(&runs),
         asked: Arc::default(),
@@ -412,10 +432,15 @@ impl Server {
             Ok(p) => p,
             Err(e) => return CallToolResult::error(vec![ContentBlock::text(e)]).into(),
         };
+        let decider = match self.session.decider(false) {
+            Ok(d) => d,
+            Err(why) => return refused(&name, &why, None).into(),
+        };
         let placement = match &mut parsed {
-            Parsed::Shell(a) => match self.decider.placer.place(&a.command, a.unsandboxed) {
+            Parsed::Shell(a) => match decider.placer.place(&a.command, a.unsandboxed) {
                 Ok(p) => {
                     a.placement = p.clone();
+                    a.timeout = decider.timeout;
                     Some(p)
                 }
                 Err(why) => return refused(&name, &why, None).into(),
@@ -425,13 +450,11 @@ impl Server {
         let call = ToolCall::new(name.clone(), args);
         // The tools' own wall, whichever rule would allow the call: paths stay in the
         // workspace. Also checked before anyone is asked.
-        let verdict =
-            cordon_policy::checkers::workspace_paths(&call, self.decider.engine.environment());
+        let verdict = cordon_policy::checkers::workspace_paths(&call, decider.engine.environment());
         if verdict.decision == Decision::Deny {
             return refused(&name, &verdict.reason, None).into();
         }
         let outcome = {
-            let decider = Arc::clone(&self.decider);
             let call = call.clone();
             let options = self.options;
             // External checkers are programs: they may take a while.
@@ -594,7 +617,7 @@ impl Server {
             io: Io::Pipes(Input::Null),
             // Merged with the settings: a run outside `cordon run` (in cordon's container, or
             // placed outside the sandbox) has no child to read them.
-            timeout: self.decider.timeout,
+            timeout: a.timeout,
             keep: OutputLimit::default(),
             blocked_on_stderr: false,
             // In cordon's container, the container is the sandbox: a second one inside it
@@ -637,9 +660,9 @@ impl Server {
                 Event::Output { .. } => {}
             })
         };
-        let runner = Arc::clone(&self.runner);
+        let session = Arc::clone(&self.session);
         let mut run =
-            tokio::task::spawn_blocking(move || runner.start(&opts, sink).map(|r| r.wait()));
+            tokio::task::spawn_blocking(move || session.start(&opts, sink).map(|r| r.wait()));
         let forward = {
             let peer = context.peer.clone();
             tokio::spawn(async move {

@@ -11,20 +11,21 @@
 //! needs no C library in the image, only the same architecture and a Linux kernel.
 //!
 //! The worker decides with the host's policy: every policy directory and settings file the
-//! host would read is mounted read-only at its own path, the same policy flags are passed, and
-//! the host's fingerprint of those files goes along; a worker that sees other files refuses to
-//! start. Inside, the container is the sandbox: commands run there directly, not in a second
+//! host would read is mounted read-only at its own path, and the launcher's policy and sandbox
+//! settings, with its fingerprint of those files, go in as a typed [`Request`] on the first
+//! line of the container's standard input; a worker that sees other files refuses to start. Inside, the container is the sandbox: commands run there directly, not in a second
 //! sandbox of cordon's (Docker refuses user namespaces anyway).
 
-use std::ffi::OsString;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use cordon_app::decide::RunSettings;
+use cordon_app::config::{RunConfig, Sources};
+use cordon_app::policy::PolicyConfig;
+use cordon_app::run::Launch;
+use cordon_app::run::backend::BackendChoice;
+use cordon_app::run::container::{SandboxVar, Worker, sandbox_var};
 use cordon_sandbox::container::Mount;
-
-use super::McpArgs;
-use crate::cli::container::{SandboxVar, Worker, sandbox_var};
 
 /// Files Docker (`/.dockerenv`) and Podman (`/run/.containerenv`) put in every container.
 const CONTAINER_MARKS: &[&str] = &["/.dockerenv", "/run/.containerenv"];
@@ -165,7 +166,7 @@ fn policy_env() -> Vec<(String, String)> {
     let mut env = Vec::new();
     // The user's config directory by its host path: the container's HOME may be another.
     if let Some(dir) =
-        crate::cli::user_settings_dir().and_then(|d| d.parent().map(Path::to_path_buf))
+        cordon_app::user_settings_dir().and_then(|d| d.parent().map(Path::to_path_buf))
         && let Some(text) = dir.to_str()
     {
         env.push(("XDG_CONFIG_HOME".to_string(), text.to_string()));
@@ -180,15 +181,29 @@ fn policy_env() -> Vec<(String, String)> {
     env
 }
 
+/// What the worker inside the container is asked to serve with: the launcher's policy and
+/// sandbox settings, sent as the first line of the container's standard input (an engine
+/// passes no other descriptor in), before the MCP stream.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Request {
+    pub policy: PolicyConfig,
+    /// The sandbox flags' settings, left to those paths the container shows.
+    pub sources: Sources,
+    /// The launcher's fingerprint of the policy files, which the worker must see too.
+    pub policy_fingerprint: u64,
+}
+
 /// The host side: starts the container whose program serves MCP, and waits for it.
-pub fn launch(args: McpArgs) -> anyhow::Result<u8> {
+pub fn launch(
+    policy: &PolicyConfig,
+    sources: &Sources,
+    config: &RunConfig,
+    backend: BackendChoice,
+) -> anyhow::Result<u8> {
     if let SandboxVar::Inside(name) = sandbox_var() {
         bail!(
             "already inside the container {name} (CORDON_SANDBOX is set): cordon does not launch a container from inside one; run `cordon mcp` without --backend here"
         );
-    }
-    if args.worker {
-        bail!("--worker is what cordon passes to the server it starts inside; drop --backend");
     }
     // The worker's working directory is the project's real path; the fingerprint of the
     // policy files names them by path, so the host takes the same one.
@@ -200,10 +215,9 @@ pub fn launch(args: McpArgs) -> anyhow::Result<u8> {
 
     let binary = this_binary()?;
     // Refused here, before a container starts, rather than by the worker inside.
-    let policy = cordon_app::decide::Decider::new(&args.policy.config())?;
-    drop(policy);
+    drop(cordon_app::decide::Decider::new(policy)?);
     let mut mounts = binary.mounts;
-    for p in args.policy.config().source_paths()? {
+    for p in policy.source_paths()? {
         if p.exists() && !mounts.iter().any(|m| m.to == p) {
             mounts.push(Mount {
                 from: p.clone(),
@@ -213,84 +227,70 @@ pub fn launch(args: McpArgs) -> anyhow::Result<u8> {
         }
     }
     // `--settings FILE` is read inside as well.
-    if let Some(file) = args.sandbox.settings_file() {
-        let file = real.join(file);
-        if !mounts.iter().any(|m| m.to == file) {
-            mounts.push(Mount {
-                from: file.clone(),
-                to: file,
-                options: "ro".into(),
-            });
-        }
+    if let Some(file) = &sources.settings_file
+        && !mounts.iter().any(|m| &m.to == file)
+    {
+        mounts.push(Mount {
+            from: file.clone(),
+            to: file.clone(),
+            options: "ro".into(),
+        });
     }
-    let fingerprint = args.policy.config().fingerprint();
     // Where the container shows the host: the project, the other workspaces, and what
     // `--allow-write` opens (mounted at their own paths).
     let mut others = Vec::new();
-    for w in args.policy.config().workspace_dirs()? {
+    for w in policy.workspace_dirs()? {
         let w = std::fs::canonicalize(&w).unwrap_or(w);
         if !w.starts_with(&real) {
             others.push(w);
         }
     }
-    // Not warned about here: `cordon run`'s launcher below says what its plan warns of.
-    let (plan, _) = crate::cli::run::plan_for(&args.sandbox)?;
+    // Not warned about here: the run below says what its plan warns of.
+    let plan = cordon_app::plan::plan(config)?;
     let shown: Vec<PathBuf> = std::iter::once(real.clone())
         .chain(others.iter().cloned())
         .chain(plan.writable)
         .collect();
+    let mut request = serde_json::to_vec(&Request {
+        policy: policy.clone(),
+        sources: sources.for_container(&real, &shown),
+        policy_fingerprint: policy.fingerprint(),
+    })?;
+    request.push(b'\n');
 
-    let mut worker_argv: Vec<OsString> = binary.argv.iter().map(OsString::from).collect();
-    worker_argv.extend(["mcp".into(), "--worker".into()]);
-    worker_argv.extend([
-        "--policy-fingerprint".into(),
-        fingerprint.to_string().into(),
-    ]);
-    worker_argv.extend(args.policy.to_args());
-    worker_argv.extend(args.sandbox.for_container(&real, &shown).to_args());
-    if let Some(t) = args.sandbox.timeout() {
-        worker_argv.extend(["--timeout".into(), t.to_string().into()]);
-    }
-
-    let mut run_argv = args.sandbox.to_args();
+    let mut argv = binary.argv;
+    argv.extend(["mcp".into(), "--worker".into()]);
     // Workspaces beside the project: writable, with their protected files kept read-only,
     // as `--allow-write` gives them.
-    for w in others {
-        run_argv.extend(["--allow-write".into(), w.into()]);
-    }
-    run_argv.extend(args.backend.to_args());
-    run_argv.push("--".into());
-    run_argv.extend(worker_argv);
-    let mut run = crate::cli::run::parse_run_args(run_argv)?;
-    run.worker = Some(Worker {
-        mounts,
-        env: policy_env(),
-    });
-    crate::cli::run::run(run)
+    let mut run_sources = sources.clone();
+    run_sources
+        .flags
+        .allow_write
+        .get_or_insert_with(Vec::new)
+        .extend(others);
+    let launch = Launch {
+        argv,
+        backend,
+        worker: Some(Worker {
+            mounts,
+            env: policy_env(),
+            input: request,
+        }),
+        ..Launch::default()
+    };
+    cordon_app::run::run(&run_sources, launch)
 }
 
-/// The worker side: `Some(container name)` when this is the server inside cordon's container,
-/// after checking that it decides with the policy its launcher read.
-pub fn inside(args: &McpArgs) -> anyhow::Result<Option<String>> {
-    if !args.worker {
-        if args.policy_fingerprint.is_some() {
-            bail!(
-                "--policy-fingerprint is for --worker, which cordon passes to the server it starts in a container"
-            );
-        }
-        return Ok(None);
-    }
+/// The worker side: the request its launcher sent, and the container it runs in, after
+/// checking that it decides with the policy its launcher read.
+pub fn inside() -> anyhow::Result<(Request, String)> {
     let SandboxVar::Inside(name) = sandbox_var() else {
         bail!(
             "--worker is for the server cordon starts inside its own container (CORDON_SANDBOX names it there); run `cordon mcp` without --worker"
         );
     };
-    let Some(expected) = args.policy_fingerprint else {
-        bail!(
-            "--worker needs --policy-fingerprint: the fingerprint of the launcher's policy files"
-        );
-    };
-    if args.policy.config().fingerprint() != expected {
+    let request = read_request()?;
+    if request.policy.fingerprint() != request.policy_fingerprint {
         bail!(
             "the policy files seen inside the container {name} differ from those the launcher read (a policy directory or settings file missing, or changed since); cordon will not decide with another policy; start `cordon mcp --backend …` again"
         );
@@ -302,7 +302,36 @@ pub fn inside(args: &McpArgs) -> anyhow::Result<Option<String>> {
             "--worker: CORDON_SANDBOX names the container {name}, but this is not the program of one of cordon's containers ({why}); cordon runs commands without its sandbox only there; run `cordon mcp` without --worker"
         );
     }
-    Ok(Some(name))
+    Ok((request, name))
+}
+
+/// The first line of standard input, read a byte at a time: whatever follows it is the MCP
+/// stream, which must stay unread for the server.
+fn read_request() -> anyhow::Result<Request> {
+    use std::io::Read;
+    let mut stdin = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)?;
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        if stdin.read(&mut byte)? == 0 {
+            bail!("standard input ended before the launcher's request");
+        }
+        if byte[0] == b'\n' {
+            break;
+        }
+        if line.len() >= cordon_app::lines::MAX_LINE {
+            bail!(
+                "the launcher's request is longer than {} bytes",
+                cordon_app::lines::MAX_LINE
+            );
+        }
+        line.push(byte[0]);
+    }
+    serde_json::from_slice(&line)
+        .context("the first line of standard input is not the request cordon's launcher sends")
 }
 
 #[cfg(test)]

@@ -14,10 +14,10 @@ use anyhow::Context;
 use cordon_net::{Answer, Asker, Host, Pending};
 use serde::{Deserialize, Serialize};
 
-use super::wire::{MAX_LINE, read_line};
+use crate::lines::{MAX_LINE, read_line};
 
 /// `--ask-domains`: who is asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AskVia {
     /// The person at this terminal, on /dev/tty.
     Terminal,
@@ -62,7 +62,7 @@ impl std::fmt::Display for AskVia {
 /// `$XDG_CONFIG_HOME/cordon/remembered-domains.toml`: the hosts answered "always". It sits in
 /// cordon's settings directory, which sandboxed commands cannot write.
 pub fn remembered_path() -> Option<PathBuf> {
-    super::setup::user_policy_dir()?
+    crate::user_policy_dir()?
         .parent()
         .map(|d| d.join("remembered-domains.toml"))
 }
@@ -123,7 +123,7 @@ fn keep(remember_in: Option<&Path>, host: &Host, port: u16, answer: Answer) {
     }
     let Some(path) = remember_in else { return };
     if let Err(e) = remember(path, host, port) {
-        super::proxy::say(&format!(
+        super::say(&format!(
             "cordon: could not remember {host}:{port} (allowed for this run only): {e:#}"
         ));
     }
@@ -213,7 +213,7 @@ struct ErrorLine {
 struct Reply {
     #[serde(rename = "type")]
     kind: String,
-    #[serde(deserialize_with = "cordon_app::bounds::question_id")]
+    #[serde(deserialize_with = "crate::bounds::question_id")]
     id: u64,
     answer: Answer,
 }

@@ -1,6 +1,7 @@
-//! The file tools of `cordon mcp`: `read_file`, `write_file`, `replace`, `list_directory`,
-//! `glob` and `search_file_content`. They run in cordon's own process, not in the sandbox, once
-//! the policy has allowed the call and the paths have been checked to lie inside the workspace.
+//! The workspace file tools, which `cordon mcp` serves: `read_file`, `write_file`, `replace`,
+//! `list_directory`, `glob` and `search_file_content`. They run in cordon's own process, not
+//! in the sandbox, once the policy has allowed the call and the paths have been checked to lie
+//! inside the workspace.
 //! Between that check and the use a sandboxed command (which may write the workspace) could
 //! swap a path for a symlink, so each file is checked again for where it really is once open,
 //! and a symlink is never created through. They keep to the sandbox's walls too: what a
@@ -12,8 +13,8 @@ use std::path::{Component, Path, PathBuf};
 
 use cordon_policy::Environment;
 
-use crate::cli::run::LivePatterns;
-use cordon_app::plan::paths::LivePattern;
+use crate::plan::LivePatterns;
+use crate::plan::paths::LivePattern;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -42,11 +43,11 @@ pub struct ReadFile {
     /// The file to read: absolute, or relative to the workspace.
     pub file_path: String,
     /// The first line to return, counting from 0 (default 0).
-    #[serde(default, deserialize_with = "cordon_app::bounds::read_offset")]
+    #[serde(default, deserialize_with = "crate::bounds::read_offset")]
     #[schemars(range(min = 0, max = 1_000_000_000))]
     pub offset: Option<u64>,
     /// How many lines to return (default and most: 2000).
-    #[serde(default, deserialize_with = "cordon_app::bounds::read_limit")]
+    #[serde(default, deserialize_with = "crate::bounds::read_limit")]
     #[schemars(range(min = 0, max = 1_000_000_000))]
     pub limit: Option<u64>,
 }
@@ -70,10 +71,7 @@ pub struct Replace {
     /// The text to put in its place.
     pub new_string: String,
     /// How many times `old_string` must occur; every occurrence is replaced (default 1).
-    #[serde(
-        default,
-        deserialize_with = "cordon_app::bounds::expected_replacements"
-    )]
+    #[serde(default, deserialize_with = "crate::bounds::expected_replacements")]
     #[schemars(range(min = 0, max = 1_000_000_000))]
     pub expected_replacements: Option<u64>,
 }
@@ -253,7 +251,7 @@ impl Workspace {
     /// The directory a command runs in (`dir_path`, or the working directory), checked and
     /// held open: the run starts in the directory that was checked, whatever its name leads to
     /// by then (a command running at the same time may swap it for a link).
-    pub fn run_dir(&self, path: Option<&str>) -> Result<cordon_app::exec::WorkDir, String> {
+    pub fn run_dir(&self, path: Option<&str>) -> Result<crate::exec::WorkDir, String> {
         let shown = path.unwrap_or(".");
         let real = self.real_dir(shown)?;
         let root = self
@@ -262,7 +260,7 @@ impl Workspace {
             .find(|r| real.starts_with(r))
             .ok_or_else(|| format!("`{shown}` leads outside the workspace; refused"))?;
         let rel = real.strip_prefix(root).unwrap_or(Path::new(""));
-        let dir = cordon_app::exec::WorkDir::open(root)
+        let dir = crate::exec::WorkDir::open(root)
             .map_err(|e| format!("cannot open `{}`: {e}", root.display()))?
             .beneath(rel)?;
         // Opened beneath the workspace, so it is inside; but a swap since `real_dir` may have
@@ -839,7 +837,7 @@ pub fn search_file_content(ws: &Workspace, a: &SearchFileContent) -> Result<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cordon_app::plan::paths::Flag;
+    use crate::plan::paths::Flag;
 
     fn ws(dir: &Path) -> Workspace {
         Workspace::new(

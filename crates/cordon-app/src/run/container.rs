@@ -1,4 +1,4 @@
-//! `cordon run --backend docker|podman|container`: the program in a container.
+//! The container backends (`--backend docker|podman|container`): the program in a container.
 //!
 //! The engine's command line comes from `cordon_sandbox::container::build`, a pure function;
 //! this module gathers what it needs (the engine, the image, facts about the host), starts the
@@ -11,55 +11,31 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
-use clap::Args;
 use cordon_sandbox::container::{
     self, DOCKERFILE, Engine, Host, HostOs, Invocation, Options, PathKind, Profile, ProxyGate,
     classify_pull_failure,
 };
 use cordon_sandbox::{NetworkMode, ProxyEndpoint, SandboxSpec, Violation};
+use serde::{Deserialize, Serialize};
 
 use super::backend::Elsewhere;
-use super::proxy::RunProxy;
+use crate::proxy::RunProxy;
 
-/// Flags of the container backends.
-#[derive(Debug, Args, Default)]
-pub struct ContainerArgs {
+/// How a run uses a container backend.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ContainerOptions {
     /// The container image [default: $CORDON_SANDBOX_IMAGE, else the project's
     /// .cordon/sandbox.Dockerfile, built and tagged by cordon].
-    #[arg(long, value_name = "NAME")]
-    image: Option<String>,
-    /// Hardening and limits for the container: dev, safe (read-only root file system),
-    /// tight (safe with small limits) or offline (no network) [default: dev].
-    #[arg(long, value_name = "NAME")]
-    container_profile: Option<String>,
-    /// Pass the model providers' API keys (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY,
-    /// …) into the container.
-    #[arg(long)]
-    pass_api_keys: bool,
-    /// Do not forward the SSH agent into the container (also CORDON_SANDBOX_SSH_AGENT=0).
-    #[arg(long)]
-    no_ssh_agent: bool,
+    pub image: Option<String>,
+    /// Hardening and limits: dev, safe, tight or offline [default: dev].
+    pub container_profile: Option<String>,
+    /// Pass the model providers' API keys into the container.
+    pub pass_api_keys: bool,
+    /// Do not forward the SSH agent into the container.
+    pub no_ssh_agent: bool,
 }
 
-impl ContainerArgs {
-    /// These flags as the command line that gives them.
-    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
-        let mut out: Vec<std::ffi::OsString> = Vec::new();
-        if let Some(i) = &self.image {
-            out.extend(["--image".into(), i.into()]);
-        }
-        if let Some(p) = &self.container_profile {
-            out.extend(["--container-profile".into(), p.into()]);
-        }
-        if self.pass_api_keys {
-            out.push("--pass-api-keys".into());
-        }
-        if self.no_ssh_agent {
-            out.push("--no-ssh-agent".into());
-        }
-        out
-    }
-
+impl ContainerOptions {
     /// Whether any container flag was given.
     pub fn is_set(&self) -> bool {
         self.image.is_some()
@@ -88,6 +64,9 @@ pub struct Worker {
     /// there anyway, and an engine refuses two mounts at one place).
     pub mounts: Vec<container::Mount>,
     pub env: Vec<(String, String)>,
+    /// Written to the container's standard input before this process's own: the worker's
+    /// request, which no engine can pass on a descriptor of its own.
+    pub input: Vec<u8>,
 }
 
 /// `CORDON_SANDBOX` as the launcher reads it.
@@ -378,7 +357,7 @@ fn podman_rootless(program: &Path) -> bool {
 /// Runs (or with `--dry-run` shows) the run's spec in a container.
 pub fn run_container(
     asked: Option<Engine>,
-    flags: &ContainerArgs,
+    flags: &ContainerOptions,
     dry_run: bool,
     run: &Elsewhere<'_>,
 ) -> anyhow::Result<u8> {
@@ -395,7 +374,7 @@ pub fn run_container(
     let mut spec: SandboxSpec = run.spec.clone();
     // The limits as asked: the engine enforces them for the whole container.
     spec.limits = cordon_sandbox::Limits {
-        max_processes: run.max_processes_given,
+        max_processes: run.config.max_processes,
         ..*run.wanted
     };
     let profile = match flags
@@ -420,7 +399,7 @@ pub fn run_container(
     let set_uid_gid = env_flag("CORDON_SANDBOX_SET_UID_GID")?;
     // Only root may join a rootful engine's container's network namespace: said before
     // anything starts.
-    if run.net.any_allowed() && !dry_run && !super::backend::is_root() {
+    if run.config.net.any_allowed() && !dry_run && !super::backend::is_root() {
         bail!(
             "--allow-domain with a container needs cordon to run as root (it hands its proxy's ports into the container's network namespace, which only root may enter for a rootful engine); rootless engines are not supported with --allow-domain yet; drop --allow-domain for no network at all"
         );
@@ -454,18 +433,18 @@ pub fn run_container(
     // Allowed hosts: cordon's proxy, as for the native sandbox, with its ports handed into
     // the container once it runs (see `launch`). A dry run starts nothing.
     let proxy = if dry_run {
-        run.net.rules()?;
-        run.net.any_allowed().then(|| {
+        run.config.net.rules()?;
+        run.config.net.any_allowed().then(|| {
             let endpoint = ProxyEndpoint {
                 socket: None,
-                http_port: super::proxy::HTTP_PORT,
-                socks_port: super::proxy::SOCKS_PORT,
+                http_port: crate::proxy::HTTP_PORT,
+                socks_port: crate::proxy::SOCKS_PORT,
             };
             (None, endpoint, std::env::temp_dir().join("cordon-gate"))
         })
     } else {
         // Ports are published the container's way (CORDON_SANDBOX_PORTS), not by the proxy.
-        let started = RunProxy::start(run.net, &[])?;
+        let started = RunProxy::start(run.config, run.ask, &[])?;
         match started.and_then(|p| p.endpoint.clone().map(|e| (p, e))) {
             Some((proxy, endpoint)) => {
                 let gate = cordon_sandbox::private_dir(&std::env::temp_dir(), "cordon-gate")
@@ -508,13 +487,13 @@ pub fn run_container(
         flags: extra_flags,
         ports,
         pass_api_keys: flags.pass_api_keys,
-        keep_env: run.keep_env.to_vec(),
+        keep_env: run.config.keep_env.clone(),
         ssh_agent,
         empty_dir,
         user_files: None,
         proxy: proxy.as_ref().map(|(_, endpoint, gate)| ProxyGate {
             // ssh's ProxyCommand would name cordon's path on the host, absent inside.
-            env: super::proxy::environment(endpoint)
+            env: crate::proxy::environment(endpoint)
                 .into_iter()
                 .filter(|(k, _)| k != "GIT_SSH_COMMAND")
                 .collect(),
@@ -534,7 +513,7 @@ pub fn run_container(
         uid,
         gid,
         home: home.clone(),
-        settings_dir: super::setup::user_policy_dir()
+        settings_dir: crate::user_policy_dir()
             .and_then(|p| p.parent().map(Path::to_path_buf))
             .filter(|d| d.is_dir()),
         env: std::env::vars_os()
@@ -594,6 +573,12 @@ pub fn run_container(
     }
     if dry_run {
         println!("{}", invocation.command_line());
+        if let Some(worker) = run.worker {
+            println!(
+                "# then, on the container's standard input before the MCP stream, the worker's request:\n{}",
+                String::from_utf8_lossy(&worker.input).trim_end()
+            );
+        }
         return Ok(0);
     }
     if env_var("CORDON_DEBUG").is_some_and(|v| v != "0") {
@@ -617,12 +602,13 @@ pub fn run_container(
         &options.name,
         spec.limits.timeout,
         bridge.as_ref(),
+        run.worker.map(|w| w.input.as_slice()),
     );
     let refused = proxy.map(|p| p.finish()).unwrap_or_default();
     let (code, timed_out) = ended?;
     let blocked: Vec<Violation> = refused.iter().map(Violation::from).collect();
     // The engine reports a signal as 128 + N, which an exit code of its own looks like too.
-    let end = super::run::End {
+    let end = super::End {
         code,
         signal: None,
         timed_out,
@@ -631,7 +617,7 @@ pub fn run_container(
     for w in run.weaker {
         eprintln!("cordon: warning: {w}");
     }
-    super::run::tell_what_happened(&blocked, run.weaker, end, run.report, false)?;
+    super::tell_what_happened(&blocked, run.weaker, end, run.report, false)?;
     Ok(code)
 }
 
@@ -807,6 +793,7 @@ fn launch(
     name: &str,
     timeout: Option<std::time::Duration>,
     bridge: Option<&(ProxyEndpoint, PathBuf)>,
+    input_first: Option<&[u8]>,
 ) -> anyhow::Result<(u8, bool)> {
     use std::os::unix::process::{CommandExt, ExitStatusExt};
 
@@ -828,9 +815,22 @@ fn launch(
     for (k, v) in &invocation.secret_env {
         engine.env(k, v);
     }
+    if input_first.is_some() {
+        engine.stdin(Stdio::piped());
+    }
     let mut child = engine
         .spawn()
         .with_context(|| format!("cannot start {}", program.display()))?;
+    if let (Some(first), Some(mut to)) = (input_first, child.stdin.take()) {
+        let first = first.to_vec();
+        // Ends when this process's input does (the container then sees the end of its own),
+        // or when the container has gone.
+        std::thread::spawn(move || {
+            if to.write_all(&first).is_ok() {
+                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut to);
+            }
+        });
+    }
     let _ = writeln!(watch_write, "{}", child.id());
     if let Some((endpoint, gate)) = bridge
         && let Err(e) = connect_proxy(program, name, &mut child, endpoint, gate)

@@ -1,4 +1,4 @@
-//! `cordon run --backend`: which sandbox enforces the spec, and `--dry-run`, which shows what
+//! The backends: which sandbox enforces the spec, and `--dry-run`, which shows what
 //! would run without running it. The spec is built the same way for every backend; this
 //! module takes over where the Linux backend would start.
 //!
@@ -9,54 +9,83 @@ use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
 use cordon_sandbox::container::Engine;
-use cordon_sandbox::seatbelt::{
-    self, IgnoreViolations, NamedProfile, Options, ProfileChoice, Programs,
-};
+use cordon_sandbox::seatbelt::{self, NamedProfile, Options, ProfileChoice, Programs};
 use cordon_sandbox::{Limits, RunGuard, SandboxSpec, Violation};
+use serde::{Deserialize, Serialize};
 
-use super::container::{ContainerArgs, SandboxVar, run_container, sandbox_var};
+use super::container::{ContainerOptions, SandboxVar, run_container, sandbox_var};
+use crate::config::RunConfig;
+use crate::proxy::AskVia;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// Namespaces, Landlock and seccomp (Linux).
     Linux,
     /// Seatbelt, through /usr/bin/sandbox-exec (macOS).
     Seatbelt,
-    /// A Docker container (see --image).
+    /// A Docker container (see `ContainerOptions::image`).
     Docker,
-    /// A Podman container (see --image).
+    /// A Podman container.
     Podman,
     /// A container, in Docker or else Podman, whichever is installed.
     Container,
 }
 
-#[derive(Debug, Args)]
-pub struct BackendArgs {
-    /// Which sandbox enforces the run: linux, seatbelt, docker, podman or container (either
-    /// engine) [default: $CORDON_SANDBOX when it names an engine, else this OS's own].
-    #[arg(long, value_enum)]
-    backend: Option<Backend>,
-    /// Print what would run and run nothing: for seatbelt the profile and the sandbox-exec
-    /// command, for containers the engine's command, for linux the sandbox spec as JSON.
-    #[arg(long)]
-    dry_run: bool,
-    /// The Seatbelt profile: permissive-open, permissive-proxied, restrictive-open,
-    /// restrictive-proxied, strict-open, strict-proxied, or your own .sb file (given the same
-    /// -D parameters) [default: built from this run's flags].
-    #[arg(long, value_name = "NAME|PATH.sb")]
-    seatbelt_profile: Option<String>,
-    #[command(flatten)]
-    container: ContainerArgs,
+impl Backend {
+    /// Every backend's name, as `--backend` and `sandbox.backend` take it.
+    pub const NAMES: [&'static str; 5] = ["linux", "seatbelt", "docker", "podman", "container"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Linux => "linux",
+            Backend::Seatbelt => "seatbelt",
+            Backend::Docker => "docker",
+            Backend::Podman => "podman",
+            Backend::Container => "container",
+        }
+    }
 }
 
-impl BackendArgs {
-    /// The backend's name as the flag takes it.
-    pub fn name(&self) -> String {
-        self.backend()
-            .to_possible_value()
-            .map_or_else(String::new, |v| v.get_name().to_string())
+impl std::str::FromStr for Backend {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [
+            Backend::Linux,
+            Backend::Seatbelt,
+            Backend::Docker,
+            Backend::Podman,
+            Backend::Container,
+        ]
+        .into_iter()
+        .find(|b| b.name().eq_ignore_ascii_case(s))
+        .ok_or_else(|| {
+            format!(
+                "`{s}` is not a backend cordon knows ({})",
+                Self::NAMES.join(", ")
+            )
+        })
+    }
+}
+
+/// Which sandbox enforces a run, and how.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BackendChoice {
+    /// `None`: `$CORDON_SANDBOX` when it names an engine, else the settings', else this OS's own.
+    pub backend: Option<Backend>,
+    /// Print what would run and run nothing.
+    pub dry_run: bool,
+    /// The Seatbelt profile by name, or a `.sb` file.
+    pub seatbelt_profile: Option<String>,
+    pub container: ContainerOptions,
+}
+
+impl BackendChoice {
+    /// The backend's name.
+    pub fn name(&self) -> &'static str {
+        self.backend().name()
     }
 
     fn backend(&self) -> Backend {
@@ -79,22 +108,23 @@ impl BackendArgs {
     /// The settings' `sandbox.backend`, `container.image` and `container.profile`, each where
     /// neither a flag nor its `CORDON_SANDBOX*` variable chose already (a program inside one
     /// of cordon's containers, whose `CORDON_SANDBOX` names it, keeps the sandbox there).
-    pub fn settle(
-        &mut self,
-        backend: Option<String>,
-        image: Option<String>,
-        profile: Option<String>,
-    ) -> anyhow::Result<()> {
+    /// The backend is then named, so that `CORDON_SANDBOX` is read once, here.
+    pub fn settle(&mut self, config: &RunConfig) -> anyhow::Result<()> {
         if self.backend.is_none()
             && sandbox_var() == SandboxVar::Unset
-            && let Some(name) = backend
+            && let Some(name) = &config.backend
         {
-            self.backend = Some(Backend::from_str(&name, true).map_err(|_| {
-                anyhow::anyhow!("sandbox.backend: `{name}` is not a backend cordon knows")
-            })?);
+            self.backend = Some(
+                name.parse()
+                    .map_err(|e| anyhow::anyhow!("sandbox.backend: {e}"))?,
+            );
         }
+        self.backend = Some(self.backend());
         if self.container_engine().is_some() {
-            self.container.settle(image, profile);
+            self.container.settle(
+                config.container_image.clone(),
+                config.container_profile.clone(),
+            );
         }
         Ok(())
     }
@@ -135,25 +165,6 @@ impl BackendArgs {
         }
     }
 
-    pub fn dry_run(&self) -> bool {
-        self.dry_run
-    }
-
-    /// These flags as `cordon run` takes them, the backend always named (so that
-    /// `CORDON_SANDBOX` is read once, here).
-    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
-        let mut out: Vec<std::ffi::OsString> = vec!["--backend".into(), self.name().into()];
-        if self.dry_run {
-            out.push("--dry-run".into());
-        }
-        if let Some(p) = &self.seatbelt_profile {
-            out.push("--seatbelt-profile".into());
-            out.push(p.into());
-        }
-        out.extend(self.container.to_args());
-        out
-    }
-
     /// Whether this run is a real one on the Linux backend (which alone uses control groups).
     pub fn runs_linux(&self) -> bool {
         self.backend() == Backend::Linux && !self.dry_run
@@ -168,30 +179,27 @@ pub struct Elsewhere<'a> {
     pub weaker: &'a [String],
     /// The limits asked for, before the Linux backend decided how to hold them.
     pub wanted: &'a Limits,
-    /// `--deny-read` as typed: its patterns also hide paths created later under Seatbelt.
-    pub deny_read: &'a [PathBuf],
     pub own_settings: &'a [PathBuf],
     /// The git metadata found before the run, for the check after it.
     pub git: &'a cordon_sandbox::gitmeta::GitMeta,
     pub git_limit: usize,
     pub report: Option<&'a Path>,
-    /// Which hosts may be reached: a container gets cordon's proxy when any is allowed.
-    pub net: &'a super::proxy::NetFlags,
-    /// `--max-processes` as given: a container profile's default applies otherwise.
-    pub max_processes_given: Option<u64>,
-    /// Denials not worth reporting (`ignore_violations` in the settings).
-    pub ignore_violations: &'a IgnoreViolations,
+    /// The run's configuration: its hosts (a container gets cordon's proxy when any is
+    /// allowed), `max_processes` as set (a container profile's default applies otherwise),
+    /// `--deny-read` as typed (its patterns also hide paths made later under Seatbelt), and
+    /// `ignore_violations`.
+    pub config: &'a RunConfig,
+    /// Who decides about hosts no rule names.
+    pub ask: Option<AskVia>,
     /// `--publish` was given (containers publish with `CORDON_SANDBOX_PORTS` instead).
     pub publishes: bool,
-    /// `--keep-env`: also passed into a container.
-    pub keep_env: &'a [String],
     /// The program is `cordon mcp`'s worker (containers only).
     pub worker: Option<&'a super::container::Worker>,
 }
 
 /// Runs (or, with `--dry-run`, shows) the spec on any backend but a real Linux run, and
 /// returns the exit status; `None` means: go on with the Linux backend.
-pub fn run_elsewhere(args: &BackendArgs, run: Elsewhere<'_>) -> anyhow::Result<Option<u8>> {
+pub fn run_elsewhere(args: &BackendChoice, run: Elsewhere<'_>) -> anyhow::Result<Option<u8>> {
     if let Some(engine) = args.container_engine() {
         return run_container(engine, &args.container, args.dry_run, &run).map(Some);
     }
@@ -232,13 +240,13 @@ pub fn run_tag() -> String {
 }
 
 fn seatbelt_profile(
-    args: &BackendArgs,
+    args: &BackendChoice,
     run: &Elsewhere<'_>,
 ) -> anyhow::Result<(seatbelt::Profile, Options)> {
     let tag = run_tag();
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut hidden_globs = Vec::new();
-    for p in run.deny_read {
+    for p in &run.config.deny_read {
         let Some(text) = p
             .to_str()
             .filter(|t| cordon_sandbox::pattern::is_wild(t.as_ref()))
@@ -347,7 +355,7 @@ fn run_seatbelt(
     let spec = run.spec;
     let weaker: Vec<String> = unenforced(run.wanted)
         .into_iter()
-        .chain(super::run::git_search_weaker(run.git, run.git_limit))
+        .chain(super::git_search_weaker(run.git, run.git_limit))
         .chain(run.weaker.iter().cloned())
         .collect();
     eprintln!("cordon: warning: this run is confined less strictly than asked:");
@@ -366,11 +374,11 @@ fn run_seatbelt(
         profile,
         &options.tmpdir,
         &options.tag,
-        run.ignore_violations,
+        &run.config.ignore_violations,
         &Programs::default(),
     );
     let undone = guard.undo();
-    let mut blocked: Vec<Violation> = super::run::undo_failures(&undone, &[])
+    let mut blocked: Vec<Violation> = super::undo_failures(&undone, &[])
         .chain(undone.undone.iter().map(Violation::from))
         .collect();
     let end = match &result {
@@ -379,7 +387,7 @@ fn run_seatbelt(
             if ended.timed_out {
                 eprintln!("cordon: the command ran longer than --timeout and was killed");
             }
-            super::run::End {
+            super::End {
                 code: u8::try_from(ended.code).unwrap_or(u8::MAX),
                 signal: ended.signal,
                 timed_out: ended.timed_out,
@@ -388,11 +396,11 @@ fn run_seatbelt(
         }
         Err(e) => {
             eprintln!("cordon: {e}");
-            super::run::End::failed(e.exit_code(), e.to_string())
+            super::End::failed(e.exit_code(), e.to_string())
         }
     };
-    let code = super::run::undo_failed_code(&blocked).unwrap_or(end.code);
-    super::run::tell_what_happened(&blocked, &weaker, end, run.report, false)?;
+    let code = super::undo_failed_code(&blocked).unwrap_or(end.code);
+    super::tell_what_happened(&blocked, &weaker, end, run.report, false)?;
     Ok(code)
 }
 

@@ -1,0 +1,460 @@
+//! Running a command in the sandbox: the plan made real on the chosen backend, the proxy
+//! for allowed hosts, and the report of what happened. `cordon run` is this, and so is each
+//! command `exec`, `shell` and `mcp` run (in a child process of its own, sent a
+//! [`crate::child::Request`]).
+
+pub mod backend;
+pub mod container;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use cordon_sandbox::{
+    Isolation, Limits, MadeForRun, NetworkMode, RunGuard, SandboxSpec, Violation,
+    filter_environment, gitmeta, gitmeta::GitMeta,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{RunConfig, Sources};
+use crate::plan::{Plan, plan};
+use crate::proxy::{AskVia, Publish, RunProxy};
+use backend::{BackendChoice, Elsewhere, RunCgroups, UndoWatch, run_linux as run_sandboxed};
+
+/// Processes (and threads) a run may have at once unless told otherwise.
+const DEFAULT_MAX_PROCESSES: u64 = 4096;
+
+/// What a run is asked to do besides its configuration: the command, and how it is told.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Launch {
+    /// The program and its arguments.
+    pub argv: Vec<String>,
+    /// Which sandbox enforces the run.
+    pub backend: BackendChoice,
+    /// `--publish`: host ports that lead to ports on the sandbox's loopback.
+    pub publish: Vec<Publish>,
+    /// `--ask-domains`: who decides about a host no rule allows or denies.
+    pub ask_domains: Option<AskVia>,
+    /// Write what happened as JSON to this file (`-`: standard output once it has ended).
+    pub report: Option<PathBuf>,
+    /// What the sandbox blocked and what is weaker than asked go only to the report.
+    pub report_only: bool,
+    /// Standard input is a terminal made for this run alone, which the command may take as
+    /// its controlling terminal.
+    pub own_terminal: bool,
+    /// The time limit, over the settings' (each run of `exec` has its own).
+    pub timeout: Option<f64>,
+    /// Set by `cordon mcp --backend docker|podman`, whose server runs as this run's program.
+    #[serde(skip)]
+    pub worker: Option<container::Worker>,
+}
+
+/// A run with the settings `sources` find: merged, planned, and run as `launch` says. Returns
+/// `cordon run`'s exit status.
+pub fn run(sources: &Sources, mut launch: Launch) -> anyhow::Result<u8> {
+    let mut config = sources.resolve()?;
+    for why in &config.left_out {
+        eprintln!("cordon: warning: settings left out: {why}");
+    }
+    launch.backend.settle(&config)?;
+    launch.backend.validate()?;
+    if let Some(t) = launch.timeout {
+        config.timeout = Some(t);
+    }
+    if launch.worker.is_some() {
+        // The settings' time limit is for each command, which the worker keeps; the session
+        // lasts as long as its client.
+        config.timeout = None;
+    }
+    if launch.argv.is_empty() {
+        bail!("give a command after `--` or a shell string with -c");
+    }
+    let plan = plan(&config)?;
+    plan.warn();
+    run_planned(&config, &launch, plan)
+}
+
+fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Result<u8> {
+    let argv = launch.argv.clone();
+    let Plan {
+        timeout,
+        cwd,
+        writable,
+        read_only,
+        own_settings,
+        hidden,
+        reopened,
+        unix_sockets,
+        git,
+        git_limit,
+        warnings: _,
+    } = plan;
+    let vars = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let (mut env, _removed) = filter_environment(vars, &config.keep_env);
+    if !config.deny_env.is_empty() {
+        let denied = config.deny_env_matcher()?;
+        env.retain(|(k, _)| config.keep_env.contains(k) || !denied.is_match(k));
+    }
+    let isolation = if config.fail_if_unavailable {
+        Isolation::Namespaces
+    } else if std::env::var_os("CORDON_SANDBOX_LANDLOCK_ONLY").is_some() {
+        // What runs where user namespaces are missing, on demand: for tests, and for people
+        // who want to see what that mode does.
+        Isolation::LandlockOnly
+    } else {
+        Isolation::Auto
+    };
+    // Limits: control groups where cordon may make them (root), else rlimits, which hold per
+    // user namespace for processes (not at all for root) and per process for memory. Where
+    // each PID namespace has its own pid_max, that bounds processes too, for root as well:
+    // root's default limit then needs no pids group, whose set-up (a cgroup v1 attach) can
+    // stall a run for milliseconds. An explicit --max-processes stays exact.
+    let max_processes = config.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES);
+    let pid_max = (isolation != Isolation::LandlockOnly && backend::pid_max_per_namespace())
+        .then_some(max_processes + 1);
+    let wanted = Limits {
+        max_processes: Some(max_processes),
+        pid_max,
+        memory_bytes: config.memory,
+        // Whether or not a memory cgroup would also count them.
+        scratch_bytes: config.memory,
+        cpu_seconds: config.cpu_time,
+        cpu_millis: config.cpus,
+        timeout,
+    };
+    let grouped = Limits {
+        max_processes: wanted
+            .max_processes
+            .filter(|_| config.max_processes.is_some() || pid_max.is_none()),
+        ..wanted
+    };
+    let (groups, missed) = if launch.backend.runs_linux() {
+        RunCgroups::create(&grouped)
+    } else {
+        Default::default()
+    };
+    let root = backend::is_root();
+    if missed.contains(&"max-processes") && root {
+        eprintln!(
+            "cordon: warning: no pids cgroup could be made, and process limits do not bind root; --max-processes is not enforced"
+        );
+    }
+    if missed.contains(&"memory") {
+        eprintln!(
+            "cordon: warning: no memory cgroup could be made; --memory limits each process's address space instead of the whole sandbox"
+        );
+    }
+    if missed.contains(&"cpus") {
+        eprintln!(
+            "cordon: warning: no cpu cgroup could be made (cordon makes them only as root, on cgroup v1); --cpus is not enforced, --cpu-time limits each process instead"
+        );
+    }
+    let limits = Limits {
+        memory_bytes: wanted.memory_bytes.filter(|_| missed.contains(&"memory")),
+        cpu_millis: None,
+        ..wanted
+    };
+    let identity = cwd_identity(&cwd)?;
+    let mut spec = SandboxSpec {
+        argv,
+        cwd,
+        env,
+        writable,
+        read_only,
+        hidden,
+        reopened,
+        unix_sockets,
+        limits,
+        cgroups: groups.procs_files(),
+        network: if config.host_network {
+            NetworkMode::Host
+        } else {
+            NetworkMode::None
+        },
+        isolation,
+        allow_local_binding: config.allow_local_binding || !launch.publish.is_empty(),
+        inbound: None,
+        own_terminal: launch.own_terminal && std::io::IsTerminal::is_terminal(&std::io::stdin()),
+        cwd_identity: Some(identity),
+    };
+    if config.net.any_allowed() && config.host_network {
+        bail!("--allow-domain needs the sandbox's own network (--network none, the default)");
+    }
+    if !launch.publish.is_empty() && config.host_network {
+        bail!(
+            "--publish needs the sandbox's own network (--network none, the default); with --network host the command listens on the host's directly"
+        );
+    }
+    // cordon reads its settings live (exec per request, the proxy every few seconds), so
+    // those that do not exist yet are made now, to be read-only during the run like the rest,
+    // on every backend (a container's mounts show only what exists).
+    let (made, unmade) = if launch.backend.dry_run {
+        (MadeForRun::default(), Vec::new())
+    } else {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let state_dirs: Vec<PathBuf> = own_settings
+            .iter()
+            .cloned()
+            .chain(
+                // Where `Places::from` looks for a project's settings.
+                spec.cwd
+                    .ancestors()
+                    .take_while(|d| home.as_deref() != Some(*d))
+                    .map(|d| d.join(".cordon")),
+            )
+            .collect();
+        let (made, keep, unmade) = MadeForRun::make(&state_dirs, &spec.cwd, &spec.writable);
+        spec.read_only.extend(keep);
+        (made, unmade)
+    };
+    let elsewhere = Elsewhere {
+        spec: &spec,
+        weaker: &unmade,
+        wanted: &wanted,
+        own_settings: &own_settings,
+        git: &git,
+        git_limit,
+        report: launch.report.as_deref(),
+        config,
+        ask: launch.ask_domains,
+        publishes: !launch.publish.is_empty(),
+        worker: launch.worker.as_ref(),
+    };
+    tracing::debug!("sandbox spec: {spec:?}");
+    if let Some(code) = backend::run_elsewhere(&launch.backend, elsewhere)? {
+        return Ok(code);
+    }
+    let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings, &git, git_limit);
+    // Should this process be killed before it undoes what the run left, a process of its
+    // own does it (started before the proxy, so it holds none of the proxy's descriptors).
+    let watch = UndoWatch::start(|| {
+        let undone = guard.undo();
+        let blocked: Vec<Violation> = undo_failures(&undone, &[])
+            .chain(undone.undone.iter().map(Violation::from))
+            .collect();
+        if blocked.is_empty() {
+            return;
+        }
+        eprintln!("cordon: `cordon run` ended before its clean-up; what the run left:");
+        for v in &blocked {
+            eprintln!("cordon: {}", v.describe());
+        }
+        let _ = undo_failed_code(&blocked);
+    })
+    .context("cannot start the process that undoes what a run leaves")?;
+    // Allowed hosts: cordon's proxy becomes the command's only way out.
+    let proxy = RunProxy::start(config, launch.ask_domains, &launch.publish)?;
+    spec.inbound = proxy.as_ref().and_then(|p| p.inbound.clone());
+    if let Some(endpoint) = proxy.as_ref().and_then(|p| p.endpoint.as_ref()) {
+        let vars = crate::proxy::environment(endpoint);
+        spec.env.retain(|(k, _)| !vars.iter().any(|(v, _)| v == k));
+        spec.env.extend(vars);
+        spec.network = NetworkMode::Proxy(endpoint.clone());
+        // `cordon connect` (ssh's ProxyCommand) is this binary; under /tmp, which the sandbox
+        // replaces with its own, it is shown read-only.
+        if let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize)
+            && exe.starts_with("/tmp")
+        {
+            spec.reopened.push(exe);
+        }
+    }
+    let result = run_sandboxed(&spec);
+    let refused = proxy.map(RunProxy::finish).unwrap_or_default();
+    let undone = guard.undo();
+    drop(made);
+    if let Some(watch) = watch {
+        watch.disarm();
+    }
+    let (weaker, restored, unrestored, inferred) = match &result {
+        Ok(o) => (
+            o.weaker.as_slice(),
+            o.restored.as_slice(),
+            o.unrestored.as_slice(),
+            o.inferred.as_slice(),
+        ),
+        Err(_) => (&[][..], &[][..], &[][..], &[][..]),
+    };
+    let weaker: Vec<String> = git_search_weaker(&git, git_limit)
+        .into_iter()
+        .chain(weaker.iter().cloned())
+        .chain(undone.weaker.iter().cloned())
+        .chain(unmade.iter().cloned())
+        .collect();
+    let weaker = weaker.as_slice();
+    if !weaker.is_empty() && !launch.report_only {
+        eprintln!("cordon: warning: this run is confined less strictly than asked:");
+        for w in weaker {
+            eprintln!("cordon:   - {w}");
+        }
+    }
+    // What the sandbox blocked, for an agent to tell its model why a command failed: what
+    // cordon saw itself first, then what the command's errors point to.
+    // `ignore_violations` from the settings: what this command is known to touch.
+    let command = shown_command(&launch.argv);
+    let blocked: Vec<Violation> = undo_failures(&undone, unrestored)
+        .chain(undone.undone.iter().map(Violation::from))
+        .chain(restored.iter().map(|p| Violation::restored(p)))
+        .chain(refused.iter().map(Violation::from))
+        .chain(inferred.iter().cloned())
+        .filter(|v| {
+            v.undo_failed()
+                || !v.path.as_ref().is_some_and(|p| {
+                    config
+                        .ignore_violations
+                        .ignores(&command, &p.display().to_string())
+                })
+        })
+        .collect();
+    let end = match &result {
+        Ok(outcome) => {
+            if outcome.timed_out && !launch.report_only {
+                eprintln!("cordon: the command ran longer than --timeout and was killed");
+            }
+            End {
+                code: u8::try_from(outcome.code).unwrap_or(u8::MAX),
+                signal: outcome.signal,
+                timed_out: outcome.timed_out,
+                error: None,
+            }
+        }
+        Err(e) => {
+            eprintln!("cordon: {e}");
+            End::failed(e.exit_code(), e.to_string())
+        }
+    };
+    let code = undo_failed_code(&blocked).unwrap_or(end.code);
+    tell_what_happened(
+        &blocked,
+        weaker,
+        end,
+        launch.report.as_deref(),
+        launch.report_only,
+    )?;
+    Ok(code)
+}
+
+/// The command as `ignore_violations` matches it: the shell string of `sh -c STRING`, else
+/// the words joined.
+fn shown_command(argv: &[String]) -> String {
+    match argv {
+        [sh, c, script] if sh == "/bin/sh" && c == "-c" => script.clone(),
+        _ => argv.join(" "),
+    }
+}
+
+/// The working directory as (device, inode): this process's own, which `exec` and `mcp` chose
+/// by descriptor, checked to be what the path `cwd` (worked out from it) names. Between the
+/// two a command running beside this one could have swapped a directory on the way for a
+/// link; the sandbox checks the same identity again once it has made `cwd` writable.
+fn cwd_identity(cwd: &Path) -> anyhow::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let here = std::fs::metadata(".").context("cannot read the current directory")?;
+    let named = std::fs::metadata(cwd).ok();
+    if named.is_none_or(|m| (m.dev(), m.ino()) != (here.dev(), here.ino())) {
+        bail!(
+            "the working directory {} was swapped for another while cordon started (a command running meanwhile?); nothing ran",
+            cwd.display()
+        );
+    }
+    Ok((here.dev(), here.ino()))
+}
+
+/// What the search for git metadata before a run could not cover.
+pub fn git_search_weaker(git: &GitMeta, limit: usize) -> Option<String> {
+    git.truncated.then(|| {
+        format!(
+            "the search for git metadata stopped after {limit} directory entries \
+             ({}): config and hooks of repositories beyond it are not read-only during the run",
+            gitmeta::SCAN_LIMIT_VAR
+        )
+    })
+}
+
+/// What cordon had to undo after a run and could not, as violations.
+pub fn undo_failures<'a>(
+    undo: &'a cordon_sandbox::UndoReport,
+    unrestored: &'a [(PathBuf, String)],
+) -> impl Iterator<Item = Violation> + 'a {
+    undo.failed.iter().map(Violation::from).chain(
+        unrestored
+            .iter()
+            .map(|(p, e)| Violation::not_restored(p, e)),
+    )
+}
+
+/// When cordon could not undo something the run did, the run fails, whatever the command's
+/// status, with a line that says what the host keeps.
+pub fn undo_failed_code(blocked: &[Violation]) -> Option<u8> {
+    let failed: Vec<&Violation> = blocked.iter().filter(|v| v.undo_failed()).collect();
+    if failed.is_empty() {
+        return None;
+    }
+    for v in failed {
+        eprintln!(
+            "cordon: error: could not undo what the command did; the host keeps it: {}",
+            v.describe()
+        );
+    }
+    Some(cordon_sandbox::exit::UNDO_FAILED)
+}
+
+/// How a run ended, on any backend, as `--report` gives it.
+#[derive(Debug)]
+pub struct End {
+    /// `cordon run`'s own exit status.
+    pub code: u8,
+    /// The signal that ended the command, where the backend can tell one from an exit code
+    /// of 128 + N (container engines cannot).
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    /// Why the sandbox could not be set up.
+    pub error: Option<String>,
+}
+
+impl End {
+    pub fn failed(code: u8, error: String) -> End {
+        End {
+            code,
+            signal: None,
+            timed_out: false,
+            error: Some(error),
+        }
+    }
+}
+
+/// After a run, on any backend: what the sandbox blocked, in a marked block on stderr, and
+/// with `--report`, the same with the outcome as JSON.
+pub fn tell_what_happened(
+    blocked: &[Violation],
+    weaker: &[String],
+    end: End,
+    report: Option<&Path>,
+    report_only: bool,
+) -> anyhow::Result<()> {
+    if !blocked.is_empty() && !report_only {
+        eprintln!("cordon: ---- blocked by the sandbox ----");
+        for v in blocked {
+            eprintln!("cordon: {}", v.describe());
+        }
+        eprintln!("cordon: ----");
+    }
+    if let Some(path) = report {
+        let report = serde_json::json!({
+            "exit_code": end.code,
+            "signal": end.signal,
+            "timed_out": end.timed_out,
+            "setup_error": end.error,
+            "weaker": weaker,
+            "blocked": blocked,
+        });
+        let mut text = serde_json::to_vec_pretty(&report)?;
+        let written = if path == Path::new("-") {
+            text.push(b'\n');
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &text)
+        } else {
+            std::fs::write(path, text)
+        };
+        written.with_context(|| format!("--report {}: cannot write the report", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! `cordon doctor`: what this machine supports, what cordon will enforce here, and how to fix
+//! what is missing.
+
+use std::path::PathBuf;
+
+use cordon_app::settings::{self, LayerValues, Places};
+
+/// What the settings ask of this machine, as doctor findings: settings that do not load stop
+/// every run, and settings that require namespaces stop runs where there are none.
+fn configured(found: &[cordon_sandbox::linux::doctor::Mechanism]) -> Vec<Mechanism> {
+    let userns = found.first().is_some_and(|m| m.available);
+    let userns_fix = found.first().and_then(|m| m.fix.clone());
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let mut out = Vec::new();
+    let merged = settings::load(&Places::from(&cwd), LayerValues::default(), false);
+    let required = match &merged {
+        Ok(s) => {
+            let files: Vec<String> = s.files.iter().map(ToString::to_string).collect();
+            out.push(Mechanism {
+                name: "settings",
+                available: true,
+                detail: if files.is_empty() {
+                    "no cordon.toml; built-in defaults (cordon config show)".into()
+                } else {
+                    format!("{} (cordon config show)", files.join(", "))
+                },
+                fix: None,
+                required: true,
+            });
+            s.fail_if_unavailable.clone().filter(|f| f.value)
+        }
+        Err(e) => {
+            out.push(Mechanism {
+                name: "settings",
+                available: false,
+                detail: format!("{e:#}"),
+                fix: Some("fix the file named above; every run refuses until then".into()),
+                required: true,
+            });
+            None
+        }
+    };
+    let (available, detail, fix) = match (&required, userns) {
+        (_, true) => (
+            true,
+            "cordon run: namespaces, a read-only view of the host, Landlock and seccomp".into(),
+            None,
+        ),
+        (Some(f), false) => (
+            false,
+            format!(
+                "sandbox.fail_if_unavailable ({}) requires user namespaces, which are unavailable: every run refuses",
+                f.from
+            ),
+            userns_fix,
+        ),
+        (None, false) => (
+            true,
+            "cordon run: Landlock and seccomp alone, weaker (no private /tmp or loopback, protected files put back after the run); it says so on every run".into(),
+            userns_fix,
+        ),
+    };
+    out.push(Mechanism {
+        name: "configured",
+        available,
+        detail,
+        fix,
+        required: true,
+    });
+    out
+}
+
+type Mechanism = cordon_sandbox::linux::doctor::Mechanism;
+
+pub fn doctor(json: bool) -> anyhow::Result<u8> {
+    let mut found = cordon_sandbox::linux::doctor::probe();
+    let extra = configured(&found);
+    found.extend(extra);
+    let missing_required = found.iter().any(|m| m.required && !m.available);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&found)?);
+    } else {
+        let paint = super::colour(&std::io::stdout());
+        for m in &found {
+            let (mark, colour) = if m.available {
+                ("ok  ", "32")
+            } else if m.required {
+                ("FAIL", "31")
+            } else {
+                ("weak", "33")
+            };
+            let mark = if paint {
+                format!("\x1b[{colour}m{mark}\x1b[0m")
+            } else {
+                mark.to_string()
+            };
+            println!("{mark} {:<16} {}", m.name, m.detail);
+            if let Some(fix) = &m.fix {
+                println!("     {:<16} fix: {fix}", "");
+            }
+        }
+        if missing_required {
+            println!(
+                "\ncordon run cannot sandbox commands on this machine until the FAIL lines are fixed."
+            );
+        }
+    }
+    Ok(if missing_required { 1 } else { 0 })
+}
