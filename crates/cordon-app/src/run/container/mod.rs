@@ -6,6 +6,8 @@
 //! a small watcher process, in its own process group so a Ctrl-C does not reach it, removes
 //! the container when cordon ends in any way but a normal one (SIGTERM, SIGKILL, a crash).
 
+pub mod inside;
+
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
