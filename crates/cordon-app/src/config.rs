@@ -68,7 +68,13 @@ impl Sources {
 
     /// The merged configuration of a run.
     pub fn resolve(&self) -> anyhow::Result<RunConfig> {
-        RunConfig::from_settings(self.settings(false)?, self)
+        self.resolve_trusting(false)
+    }
+
+    /// As [`Sources::resolve`], trusting the project's file also when `also_trusted` (the
+    /// policy's `--trust-workspace`, for the choices a server makes for all its runs).
+    pub fn resolve_trusting(&self, also_trusted: bool) -> anyhow::Result<RunConfig> {
+        RunConfig::from_settings(self.settings(also_trusted)?, self)
     }
 
     /// These sources for a `cordon mcp` worker in a container that shows the host only at

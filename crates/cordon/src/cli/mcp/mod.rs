@@ -223,13 +223,14 @@ pub fn run(args: McpArgs) -> anyhow::Result<u8> {
     }
     let policy = args.policy.config();
     let sources = args.sandbox.sources()?;
-    // `sandbox.backend` and `[container]` in the settings choose as for `cordon run`.
-    let config = sources.resolve()?;
+    // `sandbox.backend` and `[container]` in the settings choose as for `cordon run` (a
+    // project trusted by the policy's `--trust-workspace` may choose too).
+    let config = sources.resolve_trusting(policy.trust_workspace)?;
     let mut backend = args.backend.choice();
     backend.settle(&config)?;
     backend.validate()?;
     if backend.container_engine().is_some() {
-        return worker::launch(&policy, &sources, &config, backend);
+        return worker::launch(&policy, &sources, backend);
     }
     if backend.dry_run {
         bail!("--dry-run shows the engine's command for --backend docker, podman or container");

@@ -20,7 +20,7 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use cordon_app::config::{RunConfig, Sources};
+use cordon_app::config::Sources;
 use cordon_app::policy::PolicyConfig;
 use cordon_app::run::Launch;
 use cordon_app::run::backend::BackendChoice;
@@ -64,7 +64,6 @@ pub struct Request {
 pub fn launch(
     policy: &PolicyConfig,
     sources: &Sources,
-    config: &RunConfig,
     backend: BackendChoice,
 ) -> anyhow::Result<u8> {
     if let SandboxVar::Inside(name) = sandbox_var() {
@@ -113,7 +112,7 @@ pub fn launch(
         }
     }
     // Not warned about here: the run below says what its plan warns of.
-    let plan = cordon_app::plan::plan(config)?;
+    let plan = cordon_app::plan::plan(&sources.resolve()?)?;
     let shown: Vec<PathBuf> = std::iter::once(real.clone())
         .chain(others.iter().cloned())
         .chain(plan.writable)
