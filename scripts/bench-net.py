@@ -17,6 +17,7 @@ import argparse
 import http.server
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -52,12 +53,16 @@ def serve(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cordon", default="target/release/cordon")
+    ap.add_argument("--cordon", action="append",
+                    help="a cordon binary (repeatable, to compare builds in one run) "
+                         "[default: target/release/cordon]")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--mib", type=int, default=1024)
     a = ap.parse_args()
-    if not os.access(a.cordon, os.X_OK):
-        sys.exit(f"--cordon {a.cordon}: not an executable (cargo build --release -p cordon)")
+    a.cordon = a.cordon or ["target/release/cordon"]
+    for c in a.cordon:
+        if not os.access(c, os.X_OK):
+            sys.exit(f"--cordon {c}: not an executable (cargo build --release -p cordon)")
     if not shutil.which("curl"):
         sys.exit("curl is missing (apt-get install curl)")
 
@@ -70,10 +75,12 @@ def main():
         curl = ["curl", "--noproxy", "", "-s", "-o", "/dev/null", "-w", "%{http_code} %{speed_download} %{size_download}"]
         url = f"http://{NAME}:{port}/big"
         ways = {"direct": curl + [f"http://127.0.0.1:{port}/big"]}
-        cordon = [os.path.abspath(a.cordon), "run", "--allow-domain", NAME,
-                  f"--resolve={NAME}=127.0.0.1", "--allow-private-ips", "--"]
-        ways["cordon, CONNECT"] = cordon + curl + ["-p", url]
-        ways["cordon, plain HTTP"] = cordon + curl + [url]
+        for c in a.cordon:
+            name = "cordon" if len(a.cordon) == 1 else c
+            cordon = [os.path.abspath(c), "run", "--allow-domain", NAME,
+                      f"--resolve={NAME}=127.0.0.1", "--allow-private-ips", "--"]
+            ways[f"{name}, CONNECT"] = cordon + curl + ["-p", url]
+            ways[f"{name}, plain HTTP"] = cordon + curl + [url]
         skipped = []
         if shutil.which("srt"):
             # srt's proxy resolves names itself, so it gets one that needs no resolver: localhost.
@@ -89,11 +96,21 @@ def main():
             skipped.append("srt: not installed (npm package @anthropic-ai/sandbox-runtime)")
 
         speeds = {w: [] for w in ways}
+        # CPU seconds per GiB: the way's own processes (curl, and cordon with its proxy and
+        # sandbox, each reaped by its parent, so counted in this process's children), and the
+        # server's, which is this process.
+        cpu = {w: [] for w in ways}
+        server_cpu = {w: [] for w in ways}
         failed = {w: [] for w in ways}
+        used = lambda who: (lambda r: r.ru_utime + r.ru_stime)(resource.getrusage(who))
         for _ in range(a.rounds):
             for way, argv in ways.items():
+                before = used(resource.RUSAGE_CHILDREN), used(resource.RUSAGE_SELF)
                 out = subprocess.run(argv, cwd=scratch, capture_output=True, text=True,
                                      env=dict(os.environ, TMPDIR=scratch), timeout=600)
+                gib = a.mib / 1024
+                cpu[way].append((used(resource.RUSAGE_CHILDREN) - before[0]) / gib)
+                server_cpu[way].append((used(resource.RUSAGE_SELF) - before[1]) / gib)
                 code, speed, size = (out.stdout.split() + ["?", "?", "?"])[:3]
                 if out.returncode != 0 or code != "200" or size != str(a.mib << 20):
                     # A download cut short is not a speed; it is said, and left out.
@@ -103,11 +120,14 @@ def main():
         if not speeds["direct"]:
             sys.exit(f"direct downloads failed: {failed['direct']}")
         direct = statistics.median(speeds["direct"])
-        print(f"{a.mib} MiB per download, {a.rounds} rounds; median (lowest-highest) MiB/s:")
+        print(f"{a.mib} MiB per download, {a.rounds} rounds; median (lowest-highest) MiB/s, "
+              "and median CPU seconds per GiB of the way's processes (+ the server's):")
         for way, s in speeds.items():
             if s:
                 m = statistics.median(s)
-                print(f"  {way:20} {m:7.0f} ({min(s):.0f}-{max(s):.0f})  {100 * m / direct:3.0f} % of direct")
+                print(f"  {way:32} {m:7.0f} ({min(s):.0f}-{max(s):.0f})  {100 * m / direct:3.0f} % of direct"
+                      f"  CPU {statistics.median(cpu[way]):.2f} s/GiB"
+                      f" (+ {statistics.median(server_cpu[way]):.2f})")
             for f in failed[way]:
                 print(f"  {way:20} failed: {f}")
         for s in skipped:
