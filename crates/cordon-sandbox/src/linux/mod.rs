@@ -206,7 +206,6 @@ pub fn user_ids() -> (u32, u32) {
 #[derive(Debug)]
 pub struct UndoWatch {
     alive: Option<std::io::PipeWriter>,
-    pid: libc::pid_t,
 }
 
 impl UndoWatch {
@@ -219,10 +218,7 @@ impl UndoWatch {
         }
         let (mut reader, alive) = std::io::pipe()?;
         match sys::fork()? {
-            Some(pid) => Ok(Some(UndoWatch {
-                alive: Some(alive),
-                pid,
-            })),
+            Some(_) => Ok(Some(UndoWatch { alive: Some(alive) })),
             None => {
                 drop(alive);
                 let _ = sys::new_session();
@@ -253,11 +249,14 @@ impl UndoWatch {
     }
 
     /// `cordon run` has undone what the run left itself: the watcher ends without acting.
+    ///
+    /// It is not waited for: it ends by itself once it reads the word, and waiting would add
+    /// its exit (unmapping its copy of this process) to every run. It stays a zombie until
+    /// this process, which ends right after a run, has gone.
     pub fn disarm(mut self) {
         if let Some(mut alive) = self.alive.take() {
             let _ = std::io::Write::write_all(&mut alive, b"d");
         }
-        let _ = sys::wait(self.pid);
     }
 }
 
