@@ -16,6 +16,8 @@
 //! `cordon-policy` decides, `cordon-sandbox` confines, `cordon-net` filters the network. This
 //! crate is where they meet the user's settings and the processes they run.
 
+#[cfg(unix)]
+pub mod agents;
 pub mod bounds;
 #[cfg(unix)]
 pub mod child;

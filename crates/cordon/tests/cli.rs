@@ -783,3 +783,180 @@ fn bad_backend_calls_exit_2_and_say_what_to_do() {
     }
     assert_bad_calls(&env, &cases);
 }
+
+/// Claude Code's PreToolUse input for one call in the scratch workspace.
+fn claude_input(env: &Env, tool: &str, input: Value, mode: &str) -> String {
+    serde_json::json!({
+        "session_id": "s1", "transcript_path": env.path("t.jsonl"),
+        "cwd": env.path("ws"), "permission_mode": mode,
+        "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input,
+        "tool_use_id": "toolu_1",
+    })
+    .to_string()
+}
+
+/// `cordon hook claude-code` answers each call in Claude Code's format, with cordon's policy:
+/// a read-only command is allowed, a force push asked about (refused where Claude Code will
+/// not ask), a write outside the workspace denied with the reason the model sees.
+#[test]
+fn the_claude_code_hook_answers_in_claudes_format() {
+    let env = Env::new();
+    let decide = |tool: &str, input: Value, mode: &str| -> (String, String) {
+        let o = env.cordon(
+            &["hook", "claude-code"],
+            Some(&claude_input(&env, tool, input, mode)),
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let answer = json(&o);
+        let out = &answer["hookSpecificOutput"];
+        assert_eq!(out["hookEventName"], "PreToolUse", "{answer}");
+        (
+            out["permissionDecision"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
+            out["permissionDecisionReason"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
+        )
+    };
+    let (ls, _) = decide("Bash", serde_json::json!({"command": "ls -la"}), "default");
+    assert_eq!(ls, "allow");
+    let (push, why) = decide(
+        "Bash",
+        serde_json::json!({"command": "git push --force origin main"}),
+        "default",
+    );
+    assert_eq!(push, "ask", "{why}");
+    assert!(
+        why.starts_with("cordon: ") && why.contains("history"),
+        "{why}"
+    );
+    let (push, why) = decide(
+        "Bash",
+        serde_json::json!({"command": "git push --force origin main"}),
+        "dontAsk",
+    );
+    assert_eq!(push, "deny", "nobody will be asked: {why}");
+    let (outside, why) = decide(
+        "Write",
+        serde_json::json!({"file_path": "/etc/cordon-hook-test", "content": "x"}),
+        "acceptEdits",
+    );
+    assert_eq!(outside, "deny", "{why}");
+    // The default rules allow reading anywhere; the agent's file tools stay in the workspace,
+    // as cordon's own do.
+    let (read, why) = decide(
+        "Read",
+        serde_json::json!({"file_path": "/etc/shadow"}),
+        "default",
+    );
+    assert_eq!(read, "deny", "{why}");
+    let (read, why) = decide(
+        "Read",
+        serde_json::json!({"file_path": "src/a.rs"}),
+        "default",
+    );
+    assert_eq!(read, "allow", "{why}");
+    let (inside, why) = decide(
+        "Edit",
+        serde_json::json!({"file_path": "src/a.rs", "old_string": "a", "new_string": "b"}),
+        "acceptEdits",
+    );
+    assert_eq!(inside, "allow", "acceptEdits is cordon's autoEdit: {why}");
+    // bypassPermissions does not bypass cordon.
+    let (bypass, _) = decide(
+        "Bash",
+        serde_json::json!({"command": "git push --force origin main"}),
+        "bypassPermissions",
+    );
+    assert_eq!(bypass, "ask");
+    // Plan mode lets nothing write.
+    let (plan, _) = decide(
+        "Write",
+        serde_json::json!({"file_path": "src/a.rs", "content": "x"}),
+        "plan",
+    );
+    assert_eq!(plan, "deny");
+}
+
+/// Gemini CLI's BeforeTool hook: its tools already carry cordon's names; a denial is
+/// `{"decision": "deny"}`, and an ask too, since its hooks cannot ask a person.
+#[test]
+fn the_gemini_cli_hook_denies_what_it_cannot_ask_about() {
+    let env = Env::new();
+    let decide = |command: &str| -> Value {
+        let input = serde_json::json!({
+            "session_id": "s", "transcript_path": "/t", "cwd": env.path("ws"),
+            "hook_event_name": "BeforeTool", "timestamp": "2026-11-25T00:00:00Z",
+            "tool_name": "run_shell_command", "tool_input": {"command": command},
+        });
+        let o = env.cordon(&["hook", "gemini-cli"], Some(&input.to_string()));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        json(&o)
+    };
+    assert_eq!(decide("ls"), serde_json::json!({}));
+    let push = decide("git push --force origin main");
+    assert_eq!(push["decision"], "deny", "{push}");
+    assert!(
+        push["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cannot ask"),
+        "{push}"
+    );
+}
+
+/// Input the hook cannot read, an event it does not answer, and a policy that does not load
+/// are refused: exit status 2 (the agents' "blocked"), the reason on standard error, nothing
+/// on standard output that an agent could read as an answer.
+#[test]
+fn the_hook_refuses_what_it_cannot_decide() {
+    let env = Env::new();
+    let refused = |args: &[&str], input: &str, says: &str| {
+        let o = env.cordon(args, Some(input));
+        assert_eq!(o.status.code(), Some(2), "{args:?} {input}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{input}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{input}: {}", stdout(&o));
+    };
+    let hook = ["hook", "claude-code"];
+    refused(&hook, "{not json", "not JSON");
+    refused(&hook, "", "not JSON");
+    refused(&hook, r#"{"hook_event_name":"PreToolUse"}"#, "`tool_name`");
+    refused(
+        &hook,
+        r#"{"hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{}}"#,
+        "answers `PreToolUse` only",
+    );
+    refused(
+        &["hook", "gemini-cli"],
+        &claude_input(
+            &env,
+            "Bash",
+            serde_json::json!({"command": "ls"}),
+            "default",
+        ),
+        "answers `BeforeTool` only",
+    );
+    env.write("broken/p.toml", "[[rule]]\ntoolName = \n");
+    let broken = env.path("broken");
+    let broken = broken.to_str().expect("utf-8 path");
+    refused(
+        &["hook", "claude-code", "--policy-dir", broken],
+        &claude_input(
+            &env,
+            "Bash",
+            serde_json::json!({"command": "ls"}),
+            "default",
+        ),
+        "p.toml",
+    );
+    let o = env.cordon(&["hook", "codex"], Some("{}"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("claude-code or gemini-cli"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -9,6 +9,7 @@ mod exec;
 #[cfg(unix)]
 mod explain;
 mod flags;
+mod hook;
 #[cfg(unix)]
 mod mcp;
 mod policy;
@@ -63,6 +64,11 @@ enum Command {
     /// the flags of `check` and `run`.
     #[cfg(unix)]
     Explain(Box<explain::ExplainArgs>),
+    /// cordon as an agent's pre-tool-use hook: reads the tool call the agent hands over
+    /// (Claude Code's PreToolUse, Gemini CLI's BeforeTool) on standard input and answers in
+    /// the agent's format: allow, deny with a reason the model sees, or ask. What cordon
+    /// cannot read or decide is refused (exit status 2).
+    Hook(hook::HookArgs),
     /// Print a completion script for a shell: bash, zsh, fish, elvish or powershell
     /// (e.g. `cordon completions bash > /etc/bash_completion.d/cordon`).
     Completions { shell: clap_complete::Shell },
@@ -147,6 +153,7 @@ impl Cli {
         matches!(
             self.command,
             Command::Check(_)
+                | Command::Hook(_)
                 | Command::Policy(_)
                 | Command::Config(_)
                 | Command::Import { .. }
@@ -160,6 +167,7 @@ impl Cli {
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Check(args) => check::run(args),
+        Command::Hook(args) => hook::run(args),
         Command::Policy(cmd) => policy::run(cmd),
         Command::Config(cmd) => config::run(cmd),
         Command::Import { file } => config::import(&file),

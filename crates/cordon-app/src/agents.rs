@@ -1,0 +1,410 @@
+//! The coding agents cordon works inside: how each hands a tool call to a pre-tool-use hook,
+//! what its tools are called in cordon's policy, and how it reads the hook's answer.
+//!
+//! - **Claude Code**: a `PreToolUse` hook gets `{hook_event_name, tool_name, tool_input, cwd,
+//!   permission_mode, …}` on standard input and answers
+//!   `{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision":
+//!   "allow"|"deny"|"ask", "permissionDecisionReason": …}}`. A denial's reason goes to the
+//!   model, an ask's to the person.
+//! - **Gemini CLI**: a `BeforeTool` hook gets `{hook_event_name, tool_name, tool_input, cwd, …}`
+//!   (its tools already have the names cordon's policy uses) and answers `{"decision": "deny",
+//!   "reason": …}` to stop a call, whose reason goes to the model. It has no way to ask the
+//!   person, so a call cordon would ask about is refused, with a reason that says so.
+//!
+//! Both read exit status 2 as "blocked, the reason is on standard error": that is the answer to
+//! input cordon cannot read, so that nothing it cannot analyse runs.
+
+use cordon_policy::{ApprovalMode, Decision, Outcome, ToolCall};
+use serde_json::{Map, Value, json};
+
+/// An agent whose hooks cordon answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agent {
+    ClaudeCode,
+    GeminiCli,
+}
+
+impl Agent {
+    /// The names `cordon hook` takes.
+    pub const NAMES: [&'static str; 2] = ["claude-code", "gemini-cli"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "claude-code",
+            Agent::GeminiCli => "gemini-cli",
+        }
+    }
+
+    /// The hook event that comes before a tool runs.
+    fn event(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "PreToolUse",
+            Agent::GeminiCli => "BeforeTool",
+        }
+    }
+}
+
+impl std::str::FromStr for Agent {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "claude-code" | "claude" => Ok(Agent::ClaudeCode),
+            "gemini-cli" | "gemini" => Ok(Agent::GeminiCli),
+            _ => Err(format!(
+                "`{s}` is not an agent cordon has a hook for; use {}",
+                Agent::NAMES.join(" or ")
+            )),
+        }
+    }
+}
+
+/// A tool call as an agent's hook handed it over, in cordon's terms.
+#[derive(Debug)]
+pub struct HookCall {
+    /// The call under the name cordon's policy uses (Gemini CLI's).
+    pub call: ToolCall,
+    /// The agent's own name for the tool, for messages.
+    pub agent_tool: String,
+    /// The agent's working directory, which is the workspace file paths are held to.
+    pub cwd: Option<String>,
+    /// The approval mode the agent is in, where it says and cordon has one like it.
+    pub mode: Option<ApprovalMode>,
+    /// The agent will not ask the person (Claude Code's `dontAsk`): an ask is a no.
+    pub no_one_to_ask: bool,
+}
+
+/// What cordon cannot read in a hook's input.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    #[error("the hook input is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("the hook input has no `{0}` (it must be a JSON object with `{0}`)")]
+    Missing(&'static str),
+    #[error(
+        "the hook input is for the `{found}` event; `cordon hook {agent}` answers `{wanted}` only (register it for that event)"
+    )]
+    WrongEvent {
+        agent: &'static str,
+        wanted: &'static str,
+        found: String,
+    },
+    #[error("`tool_input` must be a JSON object, not {0}")]
+    NotObject(&'static str),
+}
+
+/// Reads one hook input.
+pub fn read_hook(agent: Agent, input: &[u8]) -> Result<HookCall, HookError> {
+    let value: Value = serde_json::from_slice(input).map_err(HookError::NotJson)?;
+    let Value::Object(mut fields) = value else {
+        return Err(HookError::Missing("hook_event_name"));
+    };
+    let event = fields
+        .get("hook_event_name")
+        .and_then(Value::as_str)
+        .ok_or(HookError::Missing("hook_event_name"))?;
+    if event != agent.event() {
+        return Err(HookError::WrongEvent {
+            agent: agent.name(),
+            wanted: agent.event(),
+            found: event.to_string(),
+        });
+    }
+    let tool = fields
+        .get("tool_name")
+        .and_then(Value::as_str)
+        .ok_or(HookError::Missing("tool_name"))?
+        .to_string();
+    let input = match fields.remove("tool_input") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(other) => return Err(HookError::NotObject(kind(&other))),
+    };
+    let cwd = fields.get("cwd").and_then(Value::as_str).map(String::from);
+    let permission = fields.get("permission_mode").and_then(Value::as_str);
+    let (name, args) = match agent {
+        Agent::ClaudeCode => claude_tool(&tool, input),
+        Agent::GeminiCli => (tool.clone(), Value::Object(input)),
+    };
+    let mut call = ToolCall::new(name, args);
+    if let Some((server, name)) = mcp_parts(&tool) {
+        call.name = name.to_string();
+        call.server = Some(server.to_string());
+    }
+    Ok(HookCall {
+        call,
+        agent_tool: tool,
+        cwd,
+        // Claude Code's modes that have a like in cordon; `bypassPermissions` does not bypass
+        // cordon, so it decides as in the default mode.
+        mode: match permission {
+            Some("plan") => Some(ApprovalMode::Plan),
+            Some("acceptEdits") => Some(ApprovalMode::AutoEdit),
+            Some(_) => Some(ApprovalMode::Default),
+            None => None,
+        },
+        no_one_to_ask: permission == Some("dontAsk"),
+    })
+}
+
+/// `mcp__SERVER__TOOL`, as both agents name MCP tools.
+fn mcp_parts(tool: &str) -> Option<(&str, &str)> {
+    let (server, name) = tool.strip_prefix("mcp__")?.split_once("__")?;
+    (!server.is_empty() && !name.is_empty()).then_some((server, name))
+}
+
+/// Claude Code's tool and arguments under the name and argument names of cordon's policy (Gemini
+/// CLI's tools). Tools with no like keep their own name, so a rule can still name them.
+fn claude_tool(tool: &str, mut input: Map<String, Value>) -> (String, Value) {
+    let mut rename = |from: &str, to: &str| {
+        if let Some(v) = input.remove(from) {
+            input.insert(to.to_string(), v);
+        }
+    };
+    let name = match tool {
+        "Bash" => "run_shell_command",
+        "Write" => "write_file",
+        "Edit" | "MultiEdit" => "replace",
+        "NotebookEdit" => {
+            rename("notebook_path", "file_path");
+            "write_file"
+        }
+        "Read" => "read_file",
+        "Glob" => {
+            rename("path", "dir_path");
+            "glob"
+        }
+        "Grep" => {
+            rename("path", "dir_path");
+            rename("glob", "include");
+            "search_file_content"
+        }
+        "LS" => {
+            rename("path", "dir_path");
+            "list_directory"
+        }
+        "WebFetch" => "web_fetch",
+        "WebSearch" => "google_web_search",
+        other => other,
+    };
+    (name.to_string(), Value::Object(input))
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The most a hook reads: a call writing a large file carries the file.
+pub const MAX_HOOK_INPUT: u64 = 32 << 20;
+
+/// The whole hook: `input` read, decided with `policy`, and the answer the agent reads on
+/// standard output. An `Err` is why cordon cannot decide, for standard error with exit status
+/// 2, which both agents take as "blocked".
+///
+/// The agent's mode applies where `policy` leaves the mode at its default; its own tools run
+/// the command outside cordon's sandbox, so `auto_allow_if_sandboxed` does not apply.
+pub fn decide(
+    agent: Agent,
+    input: &[u8],
+    mut policy: crate::policy::PolicyConfig,
+) -> anyhow::Result<Value> {
+    let hook = read_hook(agent, input)?;
+    if policy.workspaces.is_empty()
+        && let Some(cwd) = &hook.cwd
+    {
+        policy.workspaces.push(cwd.into());
+    }
+    if policy.mode == ApprovalMode::Default
+        && let Some(mode) = hook.mode
+    {
+        policy.mode = mode;
+    }
+    let mut options = policy.options();
+    options.non_interactive |= hook.no_one_to_ask;
+    let decider = crate::decide::Decider::new(&policy)?;
+    let outside = crate::exec::Placement::Outside {
+        why: format!("{}'s own {} tool runs it", agent.name(), hook.agent_tool),
+    };
+    let placement = decider
+        .engine
+        .is_shell_tool(&hook.call.name)
+        .then_some(&outside);
+    let mut outcome = decider.check_placed(&hook.call, options, placement);
+    // The agent's file tools act wherever they are pointed; as for cordon's own (`cordon
+    // mcp`), their paths stay in the workspace and out of `.git` and `.env` files, whichever
+    // rule allowed the call (the default rules allow reading anywhere).
+    let walls = cordon_policy::checkers::workspace_paths(&hook.call, decider.engine.environment());
+    if walls.decision > outcome.decision {
+        outcome.decision = walls.decision;
+        outcome.reason = walls.reason;
+        outcome.rule = None;
+        if outcome.decision == Decision::AskUser && options.non_interactive {
+            outcome.decision = Decision::Deny;
+            outcome
+                .reason
+                .push_str(" (nobody can be asked, so it is denied)");
+        }
+    }
+    Ok(answer(agent, &hook.agent_tool, &outcome))
+}
+
+/// The answer to print on standard output (exit status 0) for a decision.
+pub fn answer(agent: Agent, tool: &str, outcome: &Outcome) -> Value {
+    let reason = format!("cordon: {}", outcome.reason);
+    match agent {
+        Agent::ClaudeCode => {
+            let decision = match outcome.decision {
+                Decision::Allow => "allow",
+                Decision::Deny => "deny",
+                Decision::AskUser => "ask",
+            };
+            json!({
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": decision,
+                    "permissionDecisionReason": reason,
+                }
+            })
+        }
+        // Gemini CLI's own confirmation still applies to what cordon lets through.
+        Agent::GeminiCli => match outcome.decision {
+            Decision::Allow => json!({}),
+            Decision::Deny => json!({ "decision": "deny", "reason": reason }),
+            Decision::AskUser => json!({
+                "decision": "deny",
+                "reason": format!(
+                    "{reason}. cordon's policy wants a person to approve `{tool}`, and Gemini CLI's hooks cannot ask one; ask the user to run it, or to allow it in cordon's policy"
+                ),
+            }),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claude(tool: &str, input: Value) -> HookCall {
+        let text = json!({
+            "session_id": "s", "transcript_path": "/t", "cwd": "/ws",
+            "permission_mode": "default", "hook_event_name": "PreToolUse",
+            "tool_name": tool, "tool_input": input, "tool_use_id": "toolu_1",
+        });
+        read_hook(Agent::ClaudeCode, text.to_string().as_bytes()).expect("reads")
+    }
+
+    #[test]
+    fn claudes_tools_take_the_names_and_arguments_of_cordons_policy() {
+        let bash = claude("Bash", json!({"command": "ls", "timeout": 1000}));
+        assert_eq!(bash.call.name, "run_shell_command");
+        assert_eq!(bash.call.args["command"], "ls");
+        let grep = claude(
+            "Grep",
+            json!({"pattern": "x", "path": "src", "glob": "*.rs"}),
+        );
+        assert_eq!(grep.call.name, "search_file_content");
+        assert_eq!(
+            grep.call.args,
+            json!({"pattern": "x", "dir_path": "src", "include": "*.rs"})
+        );
+        let nb = claude("NotebookEdit", json!({"notebook_path": "a.ipynb"}));
+        assert_eq!(
+            (nb.call.name.as_str(), &nb.call.args["file_path"]),
+            ("write_file", &json!("a.ipynb"))
+        );
+        let mcp = claude("mcp__git_hub__create_issue", json!({"title": "t"}));
+        assert_eq!(mcp.call.name, "create_issue");
+        assert_eq!(mcp.call.server.as_deref(), Some("git_hub"));
+        let other = claude("TodoWrite", json!({}));
+        assert_eq!(other.call.name, "TodoWrite");
+        assert_eq!(bash.cwd.as_deref(), Some("/ws"));
+    }
+
+    #[test]
+    fn claudes_modes_never_loosen_cordon() {
+        let mode = |m: &str| {
+            let text = json!({"hook_event_name": "PreToolUse", "tool_name": "Bash",
+                "tool_input": {"command": "ls"}, "permission_mode": m});
+            read_hook(Agent::ClaudeCode, text.to_string().as_bytes()).expect("reads")
+        };
+        assert_eq!(mode("plan").mode, Some(ApprovalMode::Plan));
+        assert_eq!(mode("acceptEdits").mode, Some(ApprovalMode::AutoEdit));
+        assert_eq!(mode("bypassPermissions").mode, Some(ApprovalMode::Default));
+        assert!(mode("dontAsk").no_one_to_ask);
+        assert!(!mode("default").no_one_to_ask);
+    }
+
+    #[test]
+    fn input_cordon_cannot_read_is_an_error_naming_what_is_wrong() {
+        let err = |agent, text: &str| read_hook(agent, text.as_bytes()).unwrap_err().to_string();
+        assert!(err(Agent::ClaudeCode, "{").contains("not JSON"));
+        assert!(err(Agent::ClaudeCode, "[]").contains("hook_event_name"));
+        assert!(
+            err(Agent::ClaudeCode, r#"{"hook_event_name":"PreToolUse"}"#).contains("tool_name")
+        );
+        assert!(
+            err(
+                Agent::ClaudeCode,
+                r#"{"hook_event_name":"PostToolUse","tool_name":"Bash"}"#
+            )
+            .contains("answers `PreToolUse` only")
+        );
+        assert!(
+            err(
+                Agent::GeminiCli,
+                r#"{"hook_event_name":"PreToolUse","tool_name":"x"}"#
+            )
+            .contains("answers `BeforeTool` only")
+        );
+        assert!(
+            err(
+                Agent::ClaudeCode,
+                r#"{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":"ls"}"#
+            )
+            .contains("must be a JSON object")
+        );
+    }
+
+    #[test]
+    fn each_agent_reads_its_own_answer() {
+        let outcome = |decision| Outcome {
+            decision,
+            rule: None,
+            reason: "because".into(),
+        };
+        let c = answer(Agent::ClaudeCode, "Bash", &outcome(Decision::AskUser));
+        assert_eq!(c["hookSpecificOutput"]["permissionDecision"], "ask");
+        assert_eq!(c["hookSpecificOutput"]["hookEventName"], "PreToolUse");
+        assert_eq!(
+            c["hookSpecificOutput"]["permissionDecisionReason"],
+            "cordon: because"
+        );
+        let g = answer(
+            Agent::GeminiCli,
+            "run_shell_command",
+            &outcome(Decision::AskUser),
+        );
+        assert_eq!(g["decision"], "deny", "Gemini CLI cannot ask: no");
+        assert!(
+            g["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("cannot ask")
+        );
+        assert_eq!(
+            answer(Agent::GeminiCli, "x", &outcome(Decision::Allow)),
+            json!({})
+        );
+        assert_eq!(
+            answer(Agent::GeminiCli, "x", &outcome(Decision::Deny))["decision"],
+            "deny"
+        );
+    }
+}
