@@ -1,0 +1,275 @@
+//! The real agents, driven end to end against a model this test scripts: the agent runs on
+//! this machine as a user would run it, its API base URL pointed at a server on 127.0.0.1
+//! that plays the model. The first reply asks for a tool call; the server keeps what the
+//! agent sends back as the tool's result, and then ends with text.
+//!
+//! The agents come from npm at pinned versions (`.ci/run` installs them): `CORDON_CLAUDE`
+//! names Claude Code's `claude`. Without it the tests skip, saying so (a failure in CI).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+fn skip(why: &str) {
+    assert!(
+        std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+        "{why} (CORDON_TEST_NO_SKIP is set)"
+    );
+    eprintln!("agent tests skipped: {why}");
+}
+
+/// Claude Code's `claude`, from `CORDON_CLAUDE`.
+fn claude() -> Option<PathBuf> {
+    match std::env::var_os("CORDON_CLAUDE").map(PathBuf::from) {
+        Some(p) if p.is_file() => Some(p),
+        Some(p) => {
+            skip(&format!("CORDON_CLAUDE={} is not a file", p.display()));
+            None
+        }
+        None => {
+            skip("CORDON_CLAUDE is not set (npm install @anthropic-ai/claude-code; .ci/run does)");
+            None
+        }
+    }
+}
+
+/// A model that asks for one Bash call, then ends with text; it keeps every tool result the
+/// agent sends back.
+struct ScriptedModel {
+    port: u16,
+    results: Arc<Mutex<Vec<Value>>>,
+}
+
+impl ScriptedModel {
+    fn start(command: &str) -> ScriptedModel {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("listen on loopback");
+        let port = listener.local_addr().expect("address").port();
+        let results: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let (kept, command) = (Arc::clone(&results), command.to_string());
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (kept, command) = (Arc::clone(&kept), command.clone());
+                std::thread::spawn(move || {
+                    let _ = answer(conn, &command, &kept);
+                });
+            }
+        });
+        ScriptedModel { port, results }
+    }
+
+    fn results(&self) -> Vec<Value> {
+        self.results.lock().expect("results").clone()
+    }
+}
+
+/// One HTTP request on `conn`, answered as Anthropic's Messages API would: streamed
+/// (server-sent events) when the request asks for a stream.
+fn answer(conn: TcpStream, command: &str, kept: &Mutex<Vec<Value>>) -> std::io::Result<()> {
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut first = String::new();
+    reader.read_line(&mut first)?;
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    let mut out = conn;
+    if !first.starts_with("POST ") || !first.contains("/v1/messages") {
+        return out.write_all(
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+    }
+    let request: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let results: Vec<Value> = request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|c| c["type"] == "tool_result")
+        .cloned()
+        .collect();
+    let offers_bash = request["tools"]
+        .as_array()
+        .is_some_and(|tools| tools.iter().any(|t| t["name"] == "Bash"));
+    let block = if results.is_empty() && offers_bash {
+        json!({"type": "tool_use", "id": "toolu_01", "name": "Bash",
+               "input": {"command": command, "description": "the scripted call"}})
+    } else {
+        kept.lock().expect("results").extend(results);
+        json!({"type": "text", "text": "done"})
+    };
+    let stop = if block["type"] == "tool_use" {
+        "tool_use"
+    } else {
+        "end_turn"
+    };
+    let model = request["model"].clone();
+    if request["stream"] != json!(true) {
+        let text = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": model,
+            "content": [block], "stop_reason": stop, "stop_sequence": null,
+            "usage": {"input_tokens": 1, "output_tokens": 1}})
+        .to_string();
+        return write!(
+            out,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        );
+    }
+    let (start, delta) = if block["type"] == "tool_use" {
+        let mut start = block.clone();
+        start["input"] = json!({});
+        let delta = json!({"type": "input_json_delta", "partial_json": block["input"].to_string()});
+        (start, delta)
+    } else {
+        (
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": "done"}),
+        )
+    };
+    let events = [
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_1",
+            "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": start}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 1}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ];
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    )?;
+    for (name, data) in events {
+        write!(out, "event: {name}\ndata: {data}\n\n")?;
+    }
+    out.flush()
+}
+
+/// A project with cordon as Claude Code's PreToolUse hook, and a home of its own.
+struct Project {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    home: PathBuf,
+}
+
+impl Project {
+    fn new() -> Project {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().join("project");
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(dir.join(".claude")).expect("mkdir");
+        std::fs::create_dir_all(&home).expect("mkdir");
+        std::fs::write(dir.join("marker-file"), "").expect("write");
+        let settings = json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+            {"type": "command", "command": format!("{} hook claude-code", env!("CARGO_BIN_EXE_cordon"))}
+        ]}]}});
+        std::fs::write(dir.join(".claude/settings.json"), settings.to_string()).expect("write");
+        Project {
+            _tmp: tmp,
+            dir,
+            home,
+        }
+    }
+
+    /// `claude -p PROMPT` against the scripted model; its JSON result.
+    fn claude(&self, claude: &Path, model: &ScriptedModel, extra: &[&str]) -> Value {
+        let out = Command::new(claude)
+            .args(["-p", "do what the test asks", "--output-format", "json"])
+            .args(extra)
+            .current_dir(&self.dir)
+            .env("HOME", &self.home)
+            .env_remove("XDG_CONFIG_HOME")
+            .env(
+                "ANTHROPIC_BASE_URL",
+                format!("http://127.0.0.1:{}", model.port),
+            )
+            .env("ANTHROPIC_API_KEY", "sk-cordon-test")
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .output()
+            .expect("run claude");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "claude failed: {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+}
+
+/// Through the hook: Claude Code's own Bash tool runs `ls` once cordon allows it, and its
+/// output reaches the model; `git push --force` is refused, and the model reads cordon's
+/// reason. Where Claude Code will not ask (`dontAsk`), cordon's ask is a denial as well.
+#[test]
+fn claude_codes_bash_calls_are_decided_by_the_hook() {
+    let Some(claude) = claude() else {
+        return;
+    };
+    let project = Project::new();
+
+    let model = ScriptedModel::start("ls -a");
+    let result = project.claude(&claude, &model, &[]);
+    let results = model.results();
+    assert_eq!(results.len(), 1, "{results:?} {result}");
+    assert_eq!(results[0]["is_error"], json!(false), "{results:?}");
+    assert!(
+        results[0]["content"].to_string().contains("marker-file"),
+        "ls ran and its output reached the model: {results:?}"
+    );
+    assert_eq!(result["permission_denials"], json!([]), "{result}");
+
+    for mode in [None, Some("dontAsk")] {
+        let model = ScriptedModel::start("git push --force origin main");
+        let extra: Vec<&str> = mode
+            .map(|m| vec!["--permission-mode", m])
+            .unwrap_or_default();
+        let result = project.claude(&claude, &model, &extra);
+        let results = model.results();
+        assert_eq!(results.len(), 1, "{mode:?}: {results:?}");
+        assert_eq!(results[0]["is_error"], json!(true), "{mode:?}: {results:?}");
+        let said = results[0]["content"].to_string();
+        assert!(
+            said.contains("cordon: ") && said.contains("history on the remote"),
+            "{mode:?}: the model reads cordon's reason: {said}"
+        );
+        assert_eq!(
+            result["permission_denials"][0]["tool_input"]["command"],
+            "git push --force origin main",
+            "{mode:?}: {result}"
+        );
+    }
+}
