@@ -37,24 +37,39 @@ fn claude() -> Option<PathBuf> {
     }
 }
 
-/// A model that asks for one Bash call, then ends with text; it keeps every tool result the
+/// A model that asks for one tool call, then ends with text; it keeps every tool result the
 /// agent sends back.
 struct ScriptedModel {
     port: u16,
     results: Arc<Mutex<Vec<Value>>>,
 }
 
+/// The one call the scripted model asks for.
+#[derive(Clone)]
+struct Call {
+    tool: String,
+    input: Value,
+}
+
 impl ScriptedModel {
+    /// A model that asks for Claude Code's own Bash tool to run `command`.
     fn start(command: &str) -> ScriptedModel {
+        Self::asking(Call {
+            tool: "Bash".into(),
+            input: json!({"command": command, "description": "the scripted call"}),
+        })
+    }
+
+    fn asking(call: Call) -> ScriptedModel {
         let listener = TcpListener::bind("127.0.0.1:0").expect("listen on loopback");
         let port = listener.local_addr().expect("address").port();
         let results: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let (kept, command) = (Arc::clone(&results), command.to_string());
+        let kept = Arc::clone(&results);
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (kept, command) = (Arc::clone(&kept), command.clone());
+                let (kept, call) = (Arc::clone(&kept), call.clone());
                 std::thread::spawn(move || {
-                    let _ = answer(conn, &command, &kept);
+                    let _ = answer(conn, &call, &kept);
                 });
             }
         });
@@ -68,7 +83,7 @@ impl ScriptedModel {
 
 /// One HTTP request on `conn`, answered as Anthropic's Messages API would: streamed
 /// (server-sent events) when the request asks for a stream.
-fn answer(conn: TcpStream, command: &str, kept: &Mutex<Vec<Value>>) -> std::io::Result<()> {
+fn answer(conn: TcpStream, call: &Call, kept: &Mutex<Vec<Value>>) -> std::io::Result<()> {
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut first = String::new();
     reader.read_line(&mut first)?;
@@ -102,12 +117,11 @@ fn answer(conn: TcpStream, command: &str, kept: &Mutex<Vec<Value>>) -> std::io::
         .filter(|c| c["type"] == "tool_result")
         .cloned()
         .collect();
-    let offers_bash = request["tools"]
+    let offers_the_tool = request["tools"]
         .as_array()
-        .is_some_and(|tools| tools.iter().any(|t| t["name"] == "Bash"));
-    let block = if results.is_empty() && offers_bash {
-        json!({"type": "tool_use", "id": "toolu_01", "name": "Bash",
-               "input": {"command": command, "description": "the scripted call"}})
+        .is_some_and(|tools| tools.iter().any(|t| t["name"] == call.tool.as_str()));
+    let block = if results.is_empty() && offers_the_tool {
+        json!({"type": "tool_use", "id": "toolu_01", "name": call.tool, "input": call.input})
     } else {
         kept.lock().expect("results").extend(results);
         json!({"type": "text", "text": "done"})
@@ -177,7 +191,8 @@ fn answer(conn: TcpStream, command: &str, kept: &Mutex<Vec<Value>>) -> std::io::
     out.flush()
 }
 
-/// A project with cordon as Claude Code's PreToolUse hook, and a home of its own.
+/// A project with cordon as Claude Code's PreToolUse hook, and a home of its own. Under
+/// /var/tmp, not /tmp: a sandboxed command has a /tmp of its own.
 struct Project {
     _tmp: tempfile::TempDir,
     dir: PathBuf,
@@ -186,7 +201,12 @@ struct Project {
 
 impl Project {
     fn new() -> Project {
-        let tmp = tempfile::tempdir().expect("temp dir");
+        Self::with_hook(true)
+    }
+
+    /// Without the hook: `cordon mcp` decides its own tools' calls.
+    fn with_hook(hook: bool) -> Project {
+        let tmp = tempfile::tempdir_in("/var/tmp").expect("temp dir");
         let dir = tmp.path().join("project");
         let home = tmp.path().join("home");
         std::fs::create_dir_all(dir.join(".claude")).expect("mkdir");
@@ -195,7 +215,9 @@ impl Project {
         let settings = json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
             {"type": "command", "command": format!("{} hook claude-code", env!("CARGO_BIN_EXE_cordon"))}
         ]}]}});
-        std::fs::write(dir.join(".claude/settings.json"), settings.to_string()).expect("write");
+        if hook {
+            std::fs::write(dir.join(".claude/settings.json"), settings.to_string()).expect("write");
+        }
         Project {
             _tmp: tmp,
             dir,
@@ -272,4 +294,65 @@ fn claude_codes_bash_calls_are_decided_by_the_hook() {
             "{mode:?}: {result}"
         );
     }
+}
+
+/// Through MCP: Claude Code calls cordon's `run_shell_command` (`cordon mcp` as its MCP
+/// server). A write in the workspace lands and the result reaches the model; a write outside
+/// it is stopped by the sandbox, the host keeps nothing, and the model reads what was blocked.
+/// The server's policy is yolo here, so that what stops the second write is the sandbox.
+#[test]
+fn claude_code_runs_commands_in_cordons_sandbox_through_mcp() {
+    let Some(claude) = claude() else {
+        return;
+    };
+    let project = Project::with_hook(false);
+    let outside = tempfile::tempdir_in("/var/tmp").expect("temp dir");
+    let target = outside.path().join("planted");
+    let mcp = json!({"mcpServers": {"cordon": {"command": env!("CARGO_BIN_EXE_cordon"),
+        "args": ["mcp", "--mode", "yolo"]}}})
+    .to_string();
+    let shell = |command: String| -> (Value, Vec<Value>) {
+        let model = ScriptedModel::asking(Call {
+            tool: "mcp__cordon__run_shell_command".into(),
+            input: json!({"command": command}),
+        });
+        let result = project.claude(
+            &claude,
+            &model,
+            &[
+                "--mcp-config",
+                &mcp,
+                "--strict-mcp-config",
+                "--allowedTools",
+                "mcp__cordon__run_shell_command",
+            ],
+        );
+        (result, model.results())
+    };
+
+    let (result, results) = shell("echo hi > x.txt && cat x.txt".into());
+    assert_eq!(results.len(), 1, "{results:?} {result}");
+    assert_eq!(
+        std::fs::read_to_string(project.dir.join("x.txt"))
+            .ok()
+            .as_deref(),
+        Some("hi\n"),
+        "{results:?}"
+    );
+    // Claude Code hands the model cordon's structured result: the output must be in it.
+    let content = results[0]["content"].as_str().unwrap_or_default();
+    let structured: Value = serde_json::from_str(content).unwrap_or_default();
+    assert_eq!(
+        structured["output"]["text"], "hi\n",
+        "the output reaches the model: {content}"
+    );
+
+    let (result, results) = shell(format!("echo x > {}", target.display()));
+    assert_eq!(results.len(), 1, "{results:?} {result}");
+    assert!(!target.exists(), "the host keeps nothing");
+    let said = results[0]["content"].to_string();
+    assert!(
+        said.contains("Read-only file system") || said.contains("blocked"),
+        "the model reads that the sandbox stopped it: {said}"
+    );
 }

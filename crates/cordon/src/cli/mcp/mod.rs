@@ -734,11 +734,9 @@ impl Server {
             notes.push(format!("the sandbox blocked: {v}"));
         }
         text.push_str(&format!("[{}]", notes.join("; ")));
+        // The output's text stays in the structured result as well as in the content: some
+        // clients (Claude Code) hand the model the structured result alone.
         let mut structured = serde_json::to_value(&result).unwrap_or_default();
-        if let Some(o) = structured.get_mut("output").and_then(Value::as_object_mut) {
-            // The text is the content already.
-            o.remove("text");
-        }
         if let (Some(name), Some(o)) = (&self.container, structured.as_object_mut()) {
             // Contained, though not by cordon's own sandbox: the client is told which.
             o.insert("sandboxed".into(), json!(true));
