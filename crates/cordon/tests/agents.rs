@@ -22,19 +22,26 @@ fn skip(why: &str) {
     eprintln!("agent tests skipped: {why}");
 }
 
-/// Claude Code's `claude`, from `CORDON_CLAUDE`.
-fn claude() -> Option<PathBuf> {
-    match std::env::var_os("CORDON_CLAUDE").map(PathBuf::from) {
+/// An agent's program, from the variable `var` (npm's `package` installs it).
+fn agent(var: &str, package: &str) -> Option<PathBuf> {
+    match std::env::var_os(var).map(PathBuf::from) {
         Some(p) if p.is_file() => Some(p),
         Some(p) => {
-            skip(&format!("CORDON_CLAUDE={} is not a file", p.display()));
+            skip(&format!("{var}={} is not a file", p.display()));
             None
         }
         None => {
-            skip("CORDON_CLAUDE is not set (npm install @anthropic-ai/claude-code; .ci/run does)");
+            skip(&format!(
+                "{var} is not set (npm install {package}; .ci/run does)"
+            ));
             None
         }
     }
+}
+
+/// Claude Code's `claude`, from `CORDON_CLAUDE`.
+fn claude() -> Option<PathBuf> {
+    agent("CORDON_CLAUDE", "@anthropic-ai/claude-code")
 }
 
 /// A model that asks for one tool call, then ends with text; it keeps every tool result the
@@ -102,6 +109,9 @@ fn answer(conn: TcpStream, call: &Call, kept: &Mutex<Vec<Value>>) -> std::io::Re
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
     let mut out = conn;
+    if first.starts_with("POST ") && first.contains(":streamGenerateContent") {
+        return answer_gemini(out, &body, call, kept);
+    }
     if !first.starts_with("POST ") || !first.contains("/v1/messages") {
         return out.write_all(
             b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
@@ -188,6 +198,48 @@ fn answer(conn: TcpStream, call: &Call, kept: &Mutex<Vec<Value>>) -> std::io::Re
     for (name, data) in events {
         write!(out, "event: {name}\ndata: {data}\n\n")?;
     }
+    out.flush()
+}
+
+/// A streamed `generateContent` answered as Gemini's API would: the call first, then text
+/// once a function's response has come back.
+fn answer_gemini(
+    mut out: TcpStream,
+    body: &[u8],
+    call: &Call,
+    kept: &Mutex<Vec<Value>>,
+) -> std::io::Result<()> {
+    let request: Value = serde_json::from_slice(body).unwrap_or_default();
+    let responses: Vec<Value> = request["contents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["parts"].as_array())
+        .flatten()
+        .filter_map(|p| p.get("functionResponse").cloned())
+        .collect();
+    let offers_the_tool = request["tools"].as_array().is_some_and(|tools| {
+        tools.iter().any(|t| {
+            t["functionDeclarations"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f["name"] == call.tool.as_str()))
+        })
+    });
+    let part = if responses.is_empty() && offers_the_tool {
+        json!({"functionCall": {"name": call.tool, "args": call.input}})
+    } else {
+        kept.lock().expect("results").extend(responses);
+        json!({"text": "done"})
+    };
+    let chunk = json!({"candidates": [{"content": {"role": "model", "parts": [part]},
+        "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2}});
+    let data = format!("data: {chunk}\r\n\r\n");
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{data}",
+        data.len()
+    )?;
     out.flush()
 }
 
@@ -353,6 +405,145 @@ fn claude_code_runs_commands_in_cordons_sandbox_through_mcp() {
     let said = results[0]["content"].to_string();
     assert!(
         said.contains("Read-only file system") || said.contains("blocked"),
+        "the model reads that the sandbox stopped it: {said}"
+    );
+}
+
+/// A project for Gemini CLI, with `settings` as the user's settings and a home of its own.
+struct GeminiProject {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    home: PathBuf,
+    gemini: PathBuf,
+}
+
+impl GeminiProject {
+    fn new(gemini: PathBuf, settings: Value) -> GeminiProject {
+        let tmp = tempfile::tempdir_in("/var/tmp").expect("temp dir");
+        let (dir, home) = (tmp.path().join("project"), tmp.path().join("home"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::create_dir_all(home.join(".gemini")).expect("mkdir");
+        std::fs::write(dir.join("marker-file"), "").expect("write");
+        let mut settings = settings;
+        settings["security"] = json!({"auth": {"selectedType": "gemini-api-key"}});
+        std::fs::write(home.join(".gemini/settings.json"), settings.to_string()).expect("write");
+        GeminiProject {
+            _tmp: tmp,
+            dir,
+            home,
+            gemini,
+        }
+    }
+
+    /// `gemini -p` against a model that asks for `call`; the function responses it got back.
+    fn run(&self, call: Call) -> Vec<Value> {
+        let model = ScriptedModel::asking(call);
+        let out = Command::new(&self.gemini)
+            // A model named, so that no routing classifier asks the scripted model first;
+            // `--yolo` turns Gemini CLI's own confirmation off.
+            .args([
+                "-p",
+                "do what the test asks",
+                "--yolo",
+                "-m",
+                "gemini-2.5-flash",
+            ])
+            .args(["--output-format", "json"])
+            .current_dir(&self.dir)
+            .env("HOME", &self.home)
+            .env_remove("XDG_CONFIG_HOME")
+            .env("GEMINI_API_KEY", "cordon-test")
+            .env(
+                "GOOGLE_GEMINI_BASE_URL",
+                format!("http://127.0.0.1:{}", model.port),
+            )
+            .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+            .output()
+            .expect("run gemini");
+        assert!(
+            out.status.success(),
+            "gemini failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        model.results()
+    }
+}
+
+fn shell(tool: &str, command: &str) -> Call {
+    Call {
+        tool: tool.into(),
+        input: json!({"command": command}),
+    }
+}
+
+/// Through Gemini CLI's BeforeTool hook: its own shell tool runs `ls` once cordon lets it
+/// through, and the output reaches the model; `git push --force` is blocked and the model
+/// reads cordon's reason. With `--yolo` the hook is the only thing that stops the push.
+#[test]
+fn gemini_clis_shell_calls_are_decided_by_the_hook() {
+    let Some(gemini) = agent("CORDON_GEMINI", "@google/gemini-cli") else {
+        return;
+    };
+    let project = GeminiProject::new(
+        gemini,
+        json!({"hooks": {"BeforeTool": [{"matcher": ".*", "hooks": [{"type": "command",
+            "command": format!("{} hook gemini-cli", env!("CARGO_BIN_EXE_cordon"))}]}]}}),
+    );
+    let results = project.run(shell("run_shell_command", "ls -a"));
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0]["response"]["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("marker-file")),
+        "ls ran and its output reached the model: {results:?}"
+    );
+
+    let results = project.run(shell("run_shell_command", "git push --force origin main"));
+    assert_eq!(results.len(), 1, "{results:?}");
+    let error = results[0]["response"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("cordon: ") && error.contains("history on the remote"),
+        "the model reads cordon's reason: {results:?}"
+    );
+}
+
+/// Through MCP: Gemini CLI calls cordon's `run_shell_command` (`mcp_cordon_run_shell_command`
+/// to it). A write in the workspace lands and its output reaches the model; a write outside
+/// is stopped by the sandbox, and the model reads what was blocked.
+#[test]
+fn gemini_cli_runs_commands_in_cordons_sandbox_through_mcp() {
+    let Some(gemini) = agent("CORDON_GEMINI", "@google/gemini-cli") else {
+        return;
+    };
+    let project = GeminiProject::new(
+        gemini,
+        json!({"mcpServers": {"cordon": {"command": env!("CARGO_BIN_EXE_cordon"),
+            "args": ["mcp", "--mode", "yolo"]}}}),
+    );
+    let tool = "mcp_cordon_run_shell_command";
+    let results = project.run(shell(tool, "echo hi > x.txt && cat x.txt"));
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(
+        std::fs::read_to_string(project.dir.join("x.txt"))
+            .ok()
+            .as_deref(),
+        Some("hi\n"),
+        "{results:?}"
+    );
+    assert!(
+        results[0]["response"].to_string().contains("hi\\n"),
+        "{results:?}"
+    );
+
+    let outside = tempfile::tempdir_in("/var/tmp").expect("temp dir");
+    let target = outside.path().join("planted");
+    let results = project.run(shell(tool, &format!("echo x > {}", target.display())));
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(!target.exists(), "the host keeps nothing");
+    let said = results[0]["response"].to_string();
+    assert!(
+        said.contains("Read-only file system"),
         "the model reads that the sandbox stopped it: {said}"
     );
 }
