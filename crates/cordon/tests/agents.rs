@@ -547,3 +547,82 @@ fn gemini_cli_runs_commands_in_cordons_sandbox_through_mcp() {
         "the model reads that the sandbox stopped it: {said}"
     );
 }
+
+/// `cordon setup claude-code` on a project with settings of its own: `--dry-run` changes
+/// nothing; then Claude Code's own shell is off, its other tools go through the hook (a write
+/// outside the workspace is refused with cordon's reason), cordon's MCP server runs
+/// commands; `--remove` leaves the settings as they were.
+#[test]
+fn cordon_setup_wires_claude_code_and_remove_undoes_it() {
+    let Some(claude) = claude() else {
+        return;
+    };
+    let project = Project::with_hook(false);
+    let settings = project.dir.join(".claude/settings.json");
+    let original = "{\n  \"includeCoAuthoredBy\": false\n}\n";
+    std::fs::write(&settings, original).expect("write");
+    let setup = |args: &[&str]| -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+            .arg("setup")
+            .args(args)
+            .current_dir(&project.dir)
+            .env("HOME", &project.home)
+            .env_remove("XDG_CONFIG_HOME")
+            .output()
+            .expect("run cordon setup");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+
+    let diff = setup(&["claude-code", "--dry-run"]);
+    assert!(
+        diff.contains("+++ ") && diff.contains("hook claude-code"),
+        "{diff}"
+    );
+    assert_eq!(std::fs::read_to_string(&settings).expect("read"), original);
+    assert!(!project.dir.join(".mcp.json").exists());
+
+    let said = setup(&["claude-code"]);
+    assert!(said.contains("kept the previous file as"), "{said}");
+
+    // The hook decides Claude Code's own tools (the matcher leaves out only cordon's).
+    let model = ScriptedModel::asking(Call {
+        tool: "Write".into(),
+        input: json!({"file_path": "/etc/cordon-setup-test", "content": "x"}),
+    });
+    project.claude(&claude, &model, &[]);
+    let results = model.results();
+    assert!(
+        results[0]["content"].to_string().contains("cordon: "),
+        "the hook refused the write: {results:?}"
+    );
+    // Its own shell is off: the model is not offered Bash (without setup it is, and the
+    // scripted model asks for it: claude_codes_bash_calls_are_decided_by_the_hook).
+    let model = ScriptedModel::start("ls -a");
+    project.claude(&claude, &model, &[]);
+    assert_eq!(
+        model.results(),
+        Vec::<Value>::new(),
+        "no Bash call was made"
+    );
+    // cordon's MCP server runs commands, once the user lets Claude Code use it (a project's
+    // settings cannot say so for them).
+    let model = ScriptedModel::asking(Call {
+        tool: "mcp__cordon__run_shell_command".into(),
+        input: json!({"command": "ls -a"}),
+    });
+    project.claude(&claude, &model, &["--allowedTools", "mcp__cordon"]);
+    let results = model.results();
+    assert!(
+        results[0]["content"].to_string().contains("marker-file"),
+        "ls ran in cordon's sandbox: {results:?}"
+    );
+
+    setup(&["claude-code", "--remove"]);
+    assert_eq!(std::fs::read_to_string(&settings).expect("read"), original);
+    assert!(!project.dir.join(".mcp.json").exists());
+}

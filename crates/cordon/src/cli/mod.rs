@@ -9,6 +9,7 @@ mod exec;
 #[cfg(unix)]
 mod explain;
 mod flags;
+#[cfg(unix)]
 mod hook;
 #[cfg(unix)]
 mod mcp;
@@ -17,6 +18,8 @@ mod policy;
 mod proxy;
 #[cfg(unix)]
 mod run;
+#[cfg(unix)]
+mod setup;
 #[cfg(unix)]
 mod shell;
 mod wire;
@@ -64,11 +67,18 @@ enum Command {
     /// the flags of `check` and `run`.
     #[cfg(unix)]
     Explain(Box<explain::ExplainArgs>),
+    #[cfg(unix)]
     /// cordon as an agent's pre-tool-use hook: reads the tool call the agent hands over
     /// (Claude Code's PreToolUse, Gemini CLI's BeforeTool) on standard input and answers in
     /// the agent's format: allow, deny with a reason the model sees, or ask. What cordon
     /// cannot read or decide is refused (exit status 2).
     Hook(hook::HookArgs),
+    /// Set an agent up to use cordon: its hook, `cordon mcp` as its MCP server, and its own
+    /// shell tool off in favour of cordon's, written into the agent's own settings (kept as
+    /// they were otherwise, with a copy of each file). --dry-run shows the diff, --remove
+    /// undoes it.
+    #[cfg(unix)]
+    Setup(setup::SetupArgs),
     /// Print a completion script for a shell: bash, zsh, fish, elvish or powershell
     /// (e.g. `cordon completions bash > /etc/bash_completion.d/cordon`).
     Completions { shell: clap_complete::Shell },
@@ -153,7 +163,6 @@ impl Cli {
         matches!(
             self.command,
             Command::Check(_)
-                | Command::Hook(_)
                 | Command::Policy(_)
                 | Command::Config(_)
                 | Command::Import { .. }
@@ -167,7 +176,10 @@ impl Cli {
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Check(args) => check::run(args),
+        #[cfg(unix)]
         Command::Hook(args) => hook::run(args),
+        #[cfg(unix)]
+        Command::Setup(args) => setup::run(args),
         Command::Policy(cmd) => policy::run(cmd),
         Command::Config(cmd) => config::run(cmd),
         Command::Import { file } => config::import(&file),

@@ -14,6 +14,8 @@
 //! Both read exit status 2 as "blocked, the reason is on standard error": that is the answer to
 //! input cordon cannot read, so that nothing it cannot analyse runs.
 
+pub mod setup;
+
 use cordon_policy::{ApprovalMode, Decision, Outcome, ToolCall};
 use serde_json::{Map, Value, json};
 

@@ -1,0 +1,77 @@
+//! `cordon setup AGENT`: the agent's own settings edited so that cordon decides its tool calls
+//! and runs its commands (`cordon_app::agents::setup`); `--dry-run` shows the change as a
+//! diff, `--remove` undoes it.
+
+use anyhow::Context;
+use clap::Args;
+use cordon_app::agents::Agent;
+use cordon_app::agents::setup::{self, Places, Scope};
+
+use crate::exit;
+
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    /// The agent: claude-code or gemini-cli.
+    #[arg(value_parser = |s: &str| s.parse::<Agent>())]
+    agent: Agent,
+    /// This project's settings (`.claude/`, `.mcp.json`, `.gemini/` here) [default].
+    #[arg(long, conflicts_with = "user")]
+    project: bool,
+    /// The user's settings (`~/.claude/`, `~/.claude.json`, `~/.gemini/`).
+    #[arg(long)]
+    user: bool,
+    /// Show what would change, as a diff, and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Take out what setup put in: the hook, the MCP server, and the built-in shell switched
+    /// off (only where setup switched it off).
+    #[arg(long)]
+    remove: bool,
+}
+
+pub fn run(args: SetupArgs) -> anyhow::Result<u8> {
+    let scope = if args.user {
+        Scope::User
+    } else {
+        Scope::Project
+    };
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(std::path::PathBuf::from)
+        .context("HOME is not set; cordon cannot find the agent's settings")?;
+    let places = Places {
+        project: std::env::current_dir().context("cannot read the current directory")?,
+        cordon: std::env::current_exe()
+            .and_then(std::fs::canonicalize)
+            .context("cannot find cordon's own binary")?,
+        state: cordon_app::user_settings_dir()
+            .context("neither XDG_CONFIG_HOME nor HOME says where cordon's settings are")?
+            .join("setup"),
+        home,
+    };
+    let edits = setup::plan(args.agent, scope, &places, args.remove)?;
+    if args.dry_run {
+        for e in edits.iter().filter(|e| e.changes()) {
+            print!("{}", e.diff());
+        }
+        if edits.iter().all(|e| !e.changes()) {
+            println!("nothing to change");
+        }
+        return Ok(exit::OK);
+    }
+    let backups = setup::apply(&edits, &places, args.remove)?;
+    for e in &edits {
+        let what = if e.changes() { "changed" } else { "unchanged" };
+        println!("{what}: {}", e.path.display());
+    }
+    for b in backups {
+        println!("kept the previous file as {}", b.display());
+    }
+    if !args.remove {
+        println!(
+            "{}: cordon decides its tool calls (hook) and runs commands in its sandbox (MCP server `cordon`); its own shell tool is off",
+            args.agent.name()
+        );
+    }
+    Ok(exit::OK)
+}
