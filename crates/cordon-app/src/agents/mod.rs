@@ -120,7 +120,7 @@ pub fn read_hook(agent: Agent, input: &[u8]) -> Result<HookCall, HookError> {
     let input = match fields.remove("tool_input") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m,
-        Some(other) => return Err(HookError::NotObject(kind(&other))),
+        Some(other) => return Err(HookError::NotObject(crate::json_kind(&other))),
     };
     let cwd = fields.get("cwd").and_then(Value::as_str).map(String::from);
     let permission = fields.get("permission_mode").and_then(Value::as_str);
@@ -190,17 +190,6 @@ fn claude_tool(tool: &str, mut input: Map<String, Value>) -> (String, Value) {
         other => other,
     };
     (name.to_string(), Value::Object(input))
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The most a hook reads: a call writing a large file carries the file.

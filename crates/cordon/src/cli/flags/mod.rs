@@ -106,19 +106,11 @@ impl PolicyFlags {
 pub fn parse_json_object(what: &str, text: &str) -> anyhow::Result<serde_json::Map<String, Value>> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(m)) => Ok(m),
-        Ok(other) => bail!("{what} must be a JSON object, not {}", kind(&other)),
+        Ok(other) => bail!(
+            "{what} must be a JSON object, not {}",
+            cordon_app::json_kind(&other)
+        ),
         Err(e) => bail!("{what} is not valid JSON: {e}"),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
