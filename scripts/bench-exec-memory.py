@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Memory per in-flight command through `cordon exec --jsonl`: N runs of `sleep 30` are started
+and, once every one has said `started`, the proportional set size (PSS, from
+/proc/PID/smaps_rollup, so pages shared between processes are split between them) of every
+process under `cordon exec` is added up; the same is taken of `cordon exec` with no run going,
+and the difference divided by N is what one in-flight command costs. The processes under each
+run are counted too. Repeated ROUNDS times; prints the median and the range. Linux only; run as
+root to read every process's smaps.
+
+    python3 scripts/bench-exec-memory.py --cordon target/release/cordon -n 16 --rounds 5
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def descendants(pid):
+    """Every process under `pid`, by walking /proc's parent links."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def pss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_pss(pid):
+    procs = descendants(pid)
+    return sum(pss_kib(p) for p in procs), len(procs)
+
+
+def one_round(cordon, n, cwd):
+    proc = subprocess.Popen([cordon, "exec", "--jsonl", "--mode", "yolo"], cwd=cwd,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    try:
+        time.sleep(0.3)
+        idle, idle_procs = tree_pss(proc.pid)
+        for i in range(n):
+            proc.stdin.write(json.dumps({"type": "run", "id": str(i), "command": "sleep 30"}) + "\n")
+        proc.stdin.flush()
+        started = 0
+        for line in proc.stdout:
+            event = json.loads(line)
+            if event["type"] == "error":
+                sys.exit(f"cordon exec said: {event['message']}")
+            if event["type"] == "started":
+                started += 1
+                if started == n:
+                    break
+        # The sandboxes finish setting up after `started`: wait until each has its sleep.
+        for _ in range(100):
+            procs = descendants(proc.pid)
+            sleeping = sum(1 for p in procs if open_comm(p) == "sleep")
+            if sleeping == n:
+                break
+            time.sleep(0.05)
+        busy, busy_procs = tree_pss(proc.pid)
+        return (busy - idle) / n, (busy_procs - idle_procs) / n
+    finally:
+        for i in range(n):
+            try:
+                proc.stdin.write(json.dumps({"type": "cancel", "id": str(i)}) + "\n")
+            except OSError:
+                pass
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        proc.wait(timeout=60)
+
+
+def open_comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cordon", default="target/release/cordon")
+    ap.add_argument("-n", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=5)
+    a = ap.parse_args()
+    cordon = os.path.abspath(a.cordon)
+    per, procs = [], []
+    for _ in range(a.rounds):
+        with tempfile.TemporaryDirectory(dir="/var/tmp") as cwd:
+            kib, count = one_round(cordon, a.n, cwd)
+        per.append(kib)
+        procs.append(count)
+    print(f"{a.n} runs of `sleep 30` in flight, {a.rounds} rounds:")
+    print(f"  PSS per in-flight command: median {statistics.median(per) / 1024:.2f} MiB "
+          f"({min(per) / 1024:.2f}-{max(per) / 1024:.2f})")
+    print(f"  processes per in-flight command: {statistics.median(procs):.1f}")
+
+
+if __name__ == "__main__":
+    main()
