@@ -626,3 +626,62 @@ fn cordon_setup_wires_claude_code_and_remove_undoes_it() {
     assert_eq!(std::fs::read_to_string(&settings).expect("read"), original);
     assert!(!project.dir.join(".mcp.json").exists());
 }
+
+/// `cordon setup gemini-cli --user`: Gemini CLI's own shell is refused (its settings cannot
+/// switch it off without cordon's tool of the same name), its other tools go through the hook (a fetch, which cordon's policy would ask about, is refused with
+/// cordon's reason), and cordon's MCP server runs commands; `--remove` leaves the settings as
+/// they were.
+#[test]
+fn cordon_setup_wires_gemini_cli_and_remove_undoes_it() {
+    let Some(gemini) = agent("CORDON_GEMINI", "@google/gemini-cli") else {
+        return;
+    };
+    let project = GeminiProject::new(gemini, json!({}));
+    let settings = project.home.join(".gemini/settings.json");
+    // The user's own settings, as GeminiProject wrote them.
+    let original = std::fs::read_to_string(&settings).expect("read");
+    let setup = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+            .args(["setup", "gemini-cli", "--user"])
+            .args(args)
+            .current_dir(&project.dir)
+            .env("HOME", &project.home)
+            .env_remove("XDG_CONFIG_HOME")
+            .output()
+            .expect("run cordon setup");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    setup(&[]);
+
+    // Gemini CLI's own shell is refused by the hook, which points the model at cordon's.
+    let results = project.run(shell("run_shell_command", "ls -a"));
+    let said = results[0]["response"].to_string();
+    assert!(
+        said.contains("switched off") && said.contains("mcp_cordon_run_shell_command"),
+        "{said}"
+    );
+    assert!(!said.contains("marker-file"), "{said}");
+    // Gemini CLI's other tools go through the hook: cordon's default policy asks before a
+    // fetch, which a hook cannot, so the fetch is refused with cordon's reason.
+    let results = project.run(Call {
+        tool: "web_fetch".into(),
+        input: json!({"prompt": "summarise http://127.0.0.1:9/page"}),
+    });
+    let said = results[0]["response"].to_string();
+    assert!(
+        said.contains("cordon: ") && said.contains("web_fetch"),
+        "the hook refused the fetch: {said}"
+    );
+    let results = project.run(shell("mcp_cordon_run_shell_command", "ls -a"));
+    assert!(
+        results[0]["response"].to_string().contains("marker-file"),
+        "ls ran in cordon's sandbox: {results:?}"
+    );
+
+    setup(&["--remove"]);
+    assert_eq!(std::fs::read_to_string(&settings).expect("read"), original);
+}

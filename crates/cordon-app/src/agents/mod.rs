@@ -37,6 +37,23 @@ impl Agent {
         }
     }
 
+    /// The agent's own shell tool.
+    fn own_shell(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "Bash",
+            Agent::GeminiCli => "run_shell_command",
+        }
+    }
+
+    /// cordon's `run_shell_command` as the agent names it, `cordon mcp` being its MCP server
+    /// `cordon`.
+    fn cordons_shell(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "mcp__cordon__run_shell_command",
+            Agent::GeminiCli => "mcp_cordon_run_shell_command",
+        }
+    }
+
     /// The hook event that comes before a tool runs.
     fn event(self) -> &'static str {
         match self {
@@ -205,8 +222,24 @@ pub fn decide(
     agent: Agent,
     input: &[u8],
     mut policy: crate::policy::PolicyConfig,
+    own_shell_off: bool,
 ) -> anyhow::Result<Value> {
     let hook = read_hook(agent, input)?;
+    // `cordon setup` switches the agent's own shell off in favour of cordon's MCP tool; where
+    // the agent's settings cannot (Gemini CLI's exclusion would take cordon's tool of the same
+    // name with it), the hook refuses it, saying what to use instead.
+    if own_shell_off && hook.agent_tool == agent.own_shell() {
+        let outcome = Outcome {
+            decision: Decision::Deny,
+            rule: None,
+            reason: format!(
+                "{}'s own shell tool is switched off (cordon setup); run commands with `{}`, which runs them in cordon's sandbox",
+                agent.name(),
+                agent.cordons_shell()
+            ),
+        };
+        return Ok(answer(agent, &hook.agent_tool, &outcome));
+    }
     if policy.workspaces.is_empty()
         && let Some(cwd) = &hook.cwd
     {

@@ -35,6 +35,10 @@ impl Ctx {
 /// object or list it made, and `(CREATED, "")` for the file itself.
 const CREATED: &str = "created";
 
+/// `(ORIGINAL, text)`: the file as it was before setup first changed it. Removal that leaves
+/// the same settings writes this text back, so the file is as it was to the byte.
+const ORIGINAL: &str = "original";
+
 /// Whose settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -162,20 +166,16 @@ pub fn plan(
         Agent::GeminiCli => {
             let hook = json!({
                 "matcher": "^(?!mcp_cordon_)",
+                // Gemini CLI's `tools.exclude` would take cordon's own `run_shell_command`
+                // with its own: the hook refuses Gemini CLI's instead.
                 "hooks": [{"type": "command", "name": "cordon",
-                           "command": format!("{cordon} hook gemini-cli")}],
+                           "command": format!("{cordon} hook gemini-cli --no-own-shell")}],
             });
             let server = json!({"command": cordon, "args": ["mcp"]});
             let settings = base.join(".gemini/settings.json");
-            edits.push(edit(&settings, places, remove, |doc, ctx, adds| {
+            edits.push(edit(&settings, places, remove, |doc, ctx, _| {
                 hook_entry(doc, &["hooks", "BeforeTool"], &hook, "hook gemini-cli", ctx)?;
                 server_entry(doc, &server, ctx)?;
-                adds.extend(list_entry(
-                    doc,
-                    &["tools", "exclude"],
-                    "run_shell_command",
-                    ctx,
-                )?);
                 Ok(())
             })?);
         }
@@ -265,8 +265,25 @@ fn edit(
         }
     }
     let mut after = root.to_string();
-    if !after.ends_with('\n') {
+    if before.is_none() && !after.ends_with('\n') {
         after.push('\n');
+    }
+    if remove {
+        let original = ctx
+            .remembered
+            .iter()
+            .find(|(kind, _)| kind == ORIGINAL)
+            .map(|(_, text)| text);
+        if let Some(original) = original
+            && value_of(original) == value_of(&after)
+        {
+            after = original.clone();
+        }
+    } else if let Some(text) = &before
+        && !remembered_original(places, path)
+        && !added.is_empty()
+    {
+        added.push((ORIGINAL.to_string(), text.clone()));
     }
     let made_the_file = ctx
         .remembered
@@ -278,6 +295,20 @@ fn edit(
         after: (!(remove && made_the_file && emptied)).then_some(after),
         added,
     })
+}
+
+/// The settings `text` holds, for comparing two texts.
+fn value_of(text: &str) -> Option<Value> {
+    CstRootNode::parse(text, &ParseOptions::default())
+        .ok()?
+        .value()?
+        .to_serde_value()
+}
+
+fn remembered_original(places: &Places, path: &Path) -> bool {
+    remembered(places, path)
+        .iter()
+        .any(|(kind, _)| kind == ORIGINAL)
 }
 
 /// The object at `path` under `doc`, made where missing (and remembered as made).
@@ -395,7 +426,7 @@ fn is_cordons(command: &str, marker: &str) -> bool {
         Path::new(program)
             .file_name()
             .is_some_and(|n| n == "cordon")
-            && rest.trim() == marker
+            && rest.trim().starts_with(marker)
     })
 }
 
@@ -592,7 +623,7 @@ mod tests {
         assert!(!places.project.join(".mcp.json").exists());
     }
 
-    /// What setup switched off itself, --remove switches on again.
+    /// What setup made, --remove takes out again, the file included.
     #[test]
     fn remove_takes_out_what_setup_added() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -600,7 +631,10 @@ mod tests {
         setup(&places, Agent::GeminiCli, false);
         let settings = places.project.join(".gemini/settings.json");
         let v = read(&settings);
-        assert_eq!(v["tools"]["exclude"], json!(["run_shell_command"]));
+        assert_eq!(
+            v["hooks"]["BeforeTool"][0]["hooks"][0]["command"],
+            "/opt/bin/cordon hook gemini-cli --no-own-shell"
+        );
         assert_eq!(v["mcpServers"]["cordon"]["command"], "/opt/bin/cordon");
         setup(&places, Agent::GeminiCli, true);
         assert!(
@@ -619,10 +653,7 @@ mod tests {
         for (text, says) in [
             ("{ \"tools\": ", "not JSON that cordon can edit"),
             ("[1, 2]", "not a JSON object"),
-            (
-                "{\"tools\": {\"exclude\": \"x\"}}",
-                "`tools.exclude` is not a list",
-            ),
+            ("{\"mcpServers\": []}", "`mcpServers` is not an object"),
             (
                 "{\"hooks\": {\"BeforeTool\": {}}}",
                 "not a list of hook groups",

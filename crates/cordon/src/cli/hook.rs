@@ -21,6 +21,11 @@ pub struct HookArgs {
     /// otherwise, and its working directory is the workspace unless --workspace is given.
     #[command(flatten)]
     policy: PolicyFlags,
+    /// Refuse the agent's own shell tool, pointing the model at cordon's
+    /// `run_shell_command` (`cordon setup` passes it where the agent's settings cannot switch
+    /// its shell off alone).
+    #[arg(long)]
+    no_own_shell: bool,
 }
 
 pub fn run(args: HookArgs) -> anyhow::Result<u8> {
@@ -34,7 +39,7 @@ pub fn run(args: HookArgs) -> anyhow::Result<u8> {
         Ok(_) if input.len() as u64 > MAX_HOOK_INPUT => Err(anyhow::anyhow!(
             "the hook input is longer than {MAX_HOOK_INPUT} bytes; cordon does not let through what it has not read"
         )),
-        Ok(_) => agents::decide(args.agent, &input, args.policy.config()),
+        Ok(_) => agents::decide(args.agent, &input, args.policy.config(), args.no_own_shell),
     };
     match answer {
         Ok(answer) => {
