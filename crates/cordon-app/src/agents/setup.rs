@@ -119,6 +119,22 @@ pub fn plan(
         );
     }
     let mut edits = Vec::new();
+    // A project's files are the project's to plant: a link among them could send setup's
+    // edit anywhere the user may write. The user's own may be links (dotfiles).
+    let linked = |file: &Path| -> anyhow::Result<()> {
+        if scope == Scope::User {
+            return Ok(());
+        }
+        for p in file.ancestors().take_while(|p| *p != base.as_path()) {
+            if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {
+                bail!(
+                    "{} is a symbolic link; cordon setup does not edit a project's settings through one (it could lead anywhere); replace it with the file or directory itself",
+                    p.display()
+                );
+            }
+        }
+        Ok(())
+    };
     match agent {
         Agent::ClaudeCode => {
             let hook = json!({
@@ -128,6 +144,7 @@ pub fn plan(
             });
             let server = json!({"command": cordon, "args": ["mcp"]});
             let settings = base.join(".claude/settings.json");
+            linked(&settings)?;
             edits.push(edit(&settings, places, remove, |doc, ctx, adds| {
                 hook_entry(
                     doc,
@@ -159,6 +176,7 @@ pub fn plan(
                 Scope::Project => base.join(".mcp.json"),
                 Scope::User => base.join(".claude.json"),
             };
+            linked(&servers)?;
             edits.push(edit(&servers, places, remove, |doc, ctx, _| {
                 server_entry(doc, &server, ctx)
             })?);
@@ -173,6 +191,7 @@ pub fn plan(
             });
             let server = json!({"command": cordon, "args": ["mcp"]});
             let settings = base.join(".gemini/settings.json");
+            linked(&settings)?;
             edits.push(edit(&settings, places, remove, |doc, ctx, _| {
                 hook_entry(doc, &["hooks", "BeforeTool"], &hook, "hook gemini-cli", ctx)?;
                 server_entry(doc, &server, ctx)?;
@@ -215,6 +234,7 @@ fn edit(
     }
     let doc = root.object_value_or_set();
     let remembered = remembered(places, path);
+    let original_kept = remembered.iter().any(|(kind, _)| kind == ORIGINAL);
     let ctx = Ctx {
         remove,
         remembered: if remove { remembered } else { Vec::new() },
@@ -280,7 +300,7 @@ fn edit(
             after = original.clone();
         }
     } else if let Some(text) = &before
-        && !remembered_original(places, path)
+        && !original_kept
         && !added.is_empty()
     {
         added.push((ORIGINAL.to_string(), text.clone()));
@@ -303,12 +323,6 @@ fn value_of(text: &str) -> Option<Value> {
         .ok()?
         .value()?
         .to_serde_value()
-}
-
-fn remembered_original(places: &Places, path: &Path) -> bool {
-    remembered(places, path)
-        .iter()
-        .any(|(kind, _)| kind == ORIGINAL)
 }
 
 /// The object at `path` under `doc`, made where missing (and remembered as made).
@@ -507,28 +521,28 @@ pub fn apply(edits: &[FileEdit], places: &Places, remove: bool) -> anyhow::Resul
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("{}: cannot make the directory", dir.display()))?;
         }
-        if e.before.is_some() {
-            let mut name = e.path.clone().into_os_string();
-            name.push(format!(".cordon-backup.{stamp}"));
-            let backup = PathBuf::from(name);
-            std::fs::copy(&e.path, &backup)
-                .with_context(|| format!("{}: cannot keep a copy", backup.display()))?;
-            backups.push(backup);
+        if let Some(before) = &e.before {
+            backups.push(keep_copy(&e.path, stamp, before)?);
         }
         let Some(after) = &e.after else {
             std::fs::remove_file(&e.path)
                 .with_context(|| format!("{}: cannot remove it", e.path.display()))?;
             continue;
         };
-        // Written beside it and renamed over it: the agent never reads half a file.
-        let mut tmp = e.path.clone().into_os_string();
-        tmp.push(".cordon-new");
-        let tmp = PathBuf::from(tmp);
-        std::fs::write(&tmp, after).with_context(|| format!("{}: cannot write", tmp.display()))?;
+        // Written beside it, under a fresh name of its own (a link planted at a name cordon
+        // would pick is not written through), and renamed over it: the agent never reads half
+        // a file.
+        let dir = e.path.parent().unwrap_or(Path::new("."));
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".cordon-setup-")
+            .tempfile_in(dir)
+            .with_context(|| format!("{}: cannot write a file here", dir.display()))?;
+        std::io::Write::write_all(&mut tmp, after.as_bytes())
+            .with_context(|| format!("{}: cannot write", tmp.path().display()))?;
         if let Ok(meta) = std::fs::metadata(&e.path) {
-            let _ = std::fs::set_permissions(&tmp, meta.permissions());
+            let _ = tmp.as_file().set_permissions(meta.permissions());
         }
-        std::fs::rename(&tmp, &e.path)
+        tmp.persist(&e.path)
             .with_context(|| format!("{}: cannot replace it", e.path.display()))?;
     }
     for e in edits {
@@ -547,6 +561,40 @@ pub fn apply(edits: &[FileEdit], places: &Places, remove: bool) -> anyhow::Resul
         }
     }
     Ok(backups)
+}
+
+/// A copy of `text`, the file at `path` before this change, beside it under the first free
+/// name `PATH.cordon-backup.SECONDS[.N]`. Only a new file is made: whatever already has a name
+/// (an earlier copy, or a link planted there) is passed over, never written through.
+fn keep_copy(path: &Path, stamp: u64, text: &str) -> anyhow::Result<PathBuf> {
+    for n in 0..100 {
+        let mut name = path.to_path_buf().into_os_string();
+        name.push(format!(".cordon-backup.{stamp}"));
+        if n > 0 {
+            name.push(format!(".{n}"));
+        }
+        let backup = PathBuf::from(name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&backup)
+        {
+            Ok(mut f) => {
+                std::io::Write::write_all(&mut f, text.as_bytes())
+                    .with_context(|| format!("{}: cannot keep a copy", backup.display()))?;
+                return Ok(backup);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e).with_context(|| format!("{}: cannot keep a copy", backup.display()));
+            }
+        }
+    }
+    bail!(
+        "{}: a hundred backup names are taken already; remove old {}.cordon-backup.* files",
+        path.display(),
+        path.display()
+    )
 }
 
 #[cfg(test)]
@@ -640,6 +688,67 @@ mod tests {
         assert!(
             !settings.exists(),
             "setup made the file; removing leaves nothing of it"
+        );
+    }
+
+    /// A cloned project may plant links: a settings directory or file that is a link is
+    /// refused, and a link at a backup's name is not written through; what they point at
+    /// stays as it was.
+    #[test]
+    fn links_planted_in_a_project_are_not_written_through() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let places = places(dir.path());
+        let victim_dir = dir.path().join("victim");
+        std::fs::create_dir_all(&victim_dir).expect("mkdir");
+        std::fs::write(victim_dir.join("settings.json"), "{\"mine\": 1}").expect("write");
+        std::fs::create_dir_all(&places.project).expect("mkdir");
+        std::os::unix::fs::symlink(&victim_dir, places.project.join(".gemini")).expect("link");
+        let err = plan(Agent::GeminiCli, Scope::Project, &places, false)
+            .expect_err("a linked directory")
+            .to_string();
+        assert!(err.contains("is a symbolic link"), "{err}");
+        std::fs::remove_file(places.project.join(".gemini")).expect("unlink");
+
+        std::fs::create_dir_all(places.project.join(".gemini")).expect("mkdir");
+        let settings = places.project.join(".gemini/settings.json");
+        std::os::unix::fs::symlink(victim_dir.join("settings.json"), &settings).expect("link");
+        let err = plan(Agent::GeminiCli, Scope::Project, &places, false)
+            .expect_err("a linked file")
+            .to_string();
+        assert!(err.contains("is a symbolic link"), "{err}");
+        std::fs::remove_file(&settings).expect("unlink");
+
+        // Links at every backup name of the next few seconds.
+        std::fs::write(&settings, "{}").expect("write");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("time")
+            .as_secs();
+        for s in now..now + 5 {
+            let mut name = settings.clone().into_os_string();
+            name.push(format!(".cordon-backup.{s}"));
+            std::os::unix::fs::symlink(victim_dir.join("settings.json"), name).expect("link");
+        }
+        let edits = plan(Agent::GeminiCli, Scope::Project, &places, false).expect("plans");
+        let backups = apply(&edits, &places, false).expect("applies");
+        assert_eq!(backups.len(), 1);
+        assert!(
+            !std::fs::symlink_metadata(&backups[0])
+                .expect("the copy")
+                .file_type()
+                .is_symlink(),
+            "the copy is a file of its own: {}",
+            backups[0].display()
+        );
+        assert_eq!(std::fs::read_to_string(&backups[0]).expect("read"), "{}");
+        assert_eq!(
+            std::fs::read_to_string(victim_dir.join("settings.json")).expect("read"),
+            "{\"mine\": 1}"
+        );
+        assert!(
+            std::fs::read_to_string(&settings)
+                .expect("read")
+                .contains("hook gemini-cli")
         );
     }
 
