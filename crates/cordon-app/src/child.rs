@@ -86,14 +86,10 @@ impl Child {
     }
 
     /// Starts the child and sends its request.
-    pub fn spawn(mut self) -> std::io::Result<std::process::Child> {
-        let child = self.command.spawn()?;
-        Sender {
-            read: self.read,
-            write: self.write,
-            request: self.request,
-        }
-        .send()?;
+    pub fn spawn(self) -> std::io::Result<std::process::Child> {
+        let (mut command, sender) = self.into_parts();
+        let child = command.spawn()?;
+        sender.send()?;
         Ok(child)
     }
 

@@ -548,6 +548,24 @@ fn gemini_cli_runs_commands_in_cordons_sandbox_through_mcp() {
     );
 }
 
+/// `cordon setup ARGS` in `dir` with `home` as HOME; what it printed.
+fn cordon_setup(dir: &Path, home: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .arg("setup")
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .expect("run cordon setup");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// `cordon setup claude-code` on a project with settings of its own: `--dry-run` changes
 /// nothing; then Claude Code's own shell is off, its other tools go through the hook (a write
 /// outside the workspace is refused with cordon's reason), cordon's MCP server runs
@@ -561,22 +579,7 @@ fn cordon_setup_wires_claude_code_and_remove_undoes_it() {
     let settings = project.dir.join(".claude/settings.json");
     let original = "{\n  \"includeCoAuthoredBy\": false\n}\n";
     std::fs::write(&settings, original).expect("write");
-    let setup = |args: &[&str]| -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
-            .arg("setup")
-            .args(args)
-            .current_dir(&project.dir)
-            .env("HOME", &project.home)
-            .env_remove("XDG_CONFIG_HOME")
-            .output()
-            .expect("run cordon setup");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let setup = |args: &[&str]| cordon_setup(&project.dir, &project.home, args);
 
     let diff = setup(&["claude-code", "--dry-run"]);
     assert!(
@@ -641,19 +644,8 @@ fn cordon_setup_wires_gemini_cli_and_remove_undoes_it() {
     // The user's own settings, as GeminiProject wrote them.
     let original = std::fs::read_to_string(&settings).expect("read");
     let setup = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
-            .args(["setup", "gemini-cli", "--user"])
-            .args(args)
-            .current_dir(&project.dir)
-            .env("HOME", &project.home)
-            .env_remove("XDG_CONFIG_HOME")
-            .output()
-            .expect("run cordon setup");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args = [&["gemini-cli", "--user"][..], args].concat();
+        cordon_setup(&project.dir, &project.home, &args)
     };
     setup(&[]);
 
