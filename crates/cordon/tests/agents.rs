@@ -112,6 +112,9 @@ fn answer(conn: TcpStream, call: &Call, kept: &Mutex<Vec<Value>>) -> std::io::Re
     if first.starts_with("POST ") && first.contains(":streamGenerateContent") {
         return answer_gemini(out, &body, call, kept);
     }
+    if first.starts_with("POST ") && first.contains("/v1/responses") {
+        return answer_openai(out, &body, call, kept);
+    }
     if !first.starts_with("POST ") || !first.contains("/v1/messages") {
         return out.write_all(
             b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
@@ -240,6 +243,68 @@ fn answer_gemini(
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{data}",
         data.len()
     )?;
+    out.flush()
+}
+
+/// A streamed call of OpenAI's Responses API, as Codex makes it: the function call first, then
+/// text once its output has come back. Codex offers an MCP server's tools in a namespace
+/// (`mcp__cordon`), so `mcp__cordon__run_shell_command` is asked for as `run_shell_command`
+/// in that namespace.
+fn answer_openai(
+    mut out: TcpStream,
+    body: &[u8],
+    call: &Call,
+    kept: &Mutex<Vec<Value>>,
+) -> std::io::Result<()> {
+    let request: Value = serde_json::from_slice(body).unwrap_or_default();
+    let outputs: Vec<Value> = request["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["type"] == "function_call_output")
+        .cloned()
+        .collect();
+    let tools = request["tools"].as_array().cloned().unwrap_or_default();
+    let offered = |name: &str| tools.iter().any(|t| t["name"] == name);
+    let in_namespace = call.tool.rsplit_once("__").filter(|(namespace, name)| {
+        tools.iter().any(|t| {
+            t["type"] == "namespace"
+                && t["name"] == *namespace
+                && t["tools"]
+                    .as_array()
+                    .is_some_and(|inner| inner.iter().any(|f| f["name"] == *name))
+        })
+    });
+    let item = if !outputs.is_empty() || !(offered(&call.tool) || in_namespace.is_some()) {
+        kept.lock().expect("results").extend(outputs);
+        json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "done", "annotations": []}]})
+    } else {
+        let mut item = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+            "name": call.tool, "arguments": call.input.to_string(), "status": "completed"});
+        if let Some((namespace, name)) = in_namespace {
+            item["namespace"] = json!(namespace);
+            item["name"] = json!(name);
+        }
+        item
+    };
+    let events = [
+        json!({"type": "response.created", "response": {"id": "resp_1"}}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+        json!({"type": "response.completed", "response": {"id": "resp_1", "usage": {
+            "input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}}),
+    ];
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    )?;
+    for event in events {
+        write!(
+            out,
+            "event: {}\ndata: {event}\n\n",
+            event["type"].as_str().unwrap_or("")
+        )?;
+    }
     out.flush()
 }
 
@@ -676,4 +741,192 @@ fn cordon_setup_wires_gemini_cli_and_remove_undoes_it() {
 
     setup(&["--remove"]);
     assert_eq!(std::fs::read_to_string(&settings).expect("read"), original);
+}
+
+/// A project for Codex, with `config` as the user's `~/.codex/config.toml` and a home of its own.
+struct CodexProject {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    home: PathBuf,
+    codex: PathBuf,
+}
+
+impl CodexProject {
+    fn new(codex: PathBuf, config: &str) -> CodexProject {
+        let tmp = tempfile::tempdir_in("/var/tmp").expect("temp dir");
+        let (dir, home) = (tmp.path().join("project"), tmp.path().join("home"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::create_dir_all(home.join(".codex")).expect("mkdir");
+        std::fs::write(dir.join("marker-file"), "").expect("write");
+        std::fs::write(home.join(".codex/config.toml"), config).expect("write");
+        CodexProject {
+            _tmp: tmp,
+            dir,
+            home,
+            codex,
+        }
+    }
+
+    /// `codex exec` against a model that asks for `call`; the function outputs it got back.
+    fn run(&self, call: Call) -> Vec<Value> {
+        let model = ScriptedModel::asking(call);
+        let provider = format!(
+            "model_providers.scripted={{name=\"scripted\",base_url=\"http://127.0.0.1:{}/v1\",wire_api=\"responses\",env_key=\"CORDON_TEST_KEY\"}}",
+            model.port
+        );
+        let out = Command::new(&self.codex)
+            // Hooks run only once trusted; a test has no one to trust them in /hooks.
+            .args([
+                "exec",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-hook-trust",
+            ])
+            .args(["-s", "workspace-write", "-m", "gpt-5"])
+            .args(["-c", "model_provider=scripted", "-c", &provider])
+            .arg("do what the test asks")
+            .current_dir(&self.dir)
+            .env("HOME", &self.home)
+            .env_remove("CODEX_HOME")
+            .env_remove("XDG_CONFIG_HOME")
+            .env("CORDON_TEST_KEY", "sk-cordon-test")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run codex");
+        assert!(
+            out.status.success(),
+            "codex failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        model.results()
+    }
+}
+
+fn codex() -> Option<PathBuf> {
+    agent("CORDON_CODEX", "@openai/codex")
+}
+
+/// What Codex handed back as a call's output, as text.
+fn codex_output(results: &[Value]) -> String {
+    assert_eq!(results.len(), 1, "one call, one output: {results:?}");
+    match &results[0]["output"] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Through Codex's PreToolUse hook: its own shell runs `ls` once cordon lets it through, and
+/// the output reaches the model; `git push --force` is blocked and the model reads cordon's
+/// reason; a patch that adds a file outside the workspace is blocked, and the host keeps
+/// nothing.
+#[test]
+fn codexs_shell_calls_are_decided_by_the_hook() {
+    let Some(codex) = codex() else {
+        return;
+    };
+    let config = format!(
+        "[[hooks.PreToolUse]]\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"{} hook codex\"\n",
+        env!("CARGO_BIN_EXE_cordon")
+    );
+    let project = CodexProject::new(codex, &config);
+    let exec = |cmd: &str| Call {
+        tool: "exec_command".into(),
+        input: json!({ "cmd": cmd }),
+    };
+    let said = codex_output(&project.run(exec("ls -a")));
+    assert!(said.contains("marker-file"), "ls ran: {said}");
+
+    let said = codex_output(&project.run(exec("git push --force origin main")));
+    assert!(
+        said.contains("cordon: ") && said.contains("history on the remote"),
+        "the model reads cordon's reason: {said}"
+    );
+
+    let outside = project.dir.parent().expect("parent").join("planted");
+    let patch =
+        "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: ../planted\n+x\n*** End Patch\nEOF\n";
+    let said = codex_output(&project.run(exec(patch)));
+    assert!(
+        said.contains("cordon: ") && said.contains("outside the workspace"),
+        "{said}"
+    );
+    assert!(!outside.exists(), "the host keeps nothing");
+}
+
+/// Through MCP: Codex calls cordon's `run_shell_command` (in its `mcp__cordon` namespace). A
+/// write in the workspace lands and its output reaches the model; a write outside is stopped
+/// by the sandbox, and the model reads what was blocked.
+#[test]
+fn codex_runs_commands_in_cordons_sandbox_through_mcp() {
+    let Some(codex) = codex() else {
+        return;
+    };
+    let config = format!(
+        "[mcp_servers.cordon]\ncommand = \"{}\"\nargs = [\"mcp\", \"--mode\", \"yolo\"]\ndefault_tools_approval_mode = \"approve\"\n",
+        env!("CARGO_BIN_EXE_cordon")
+    );
+    let project = CodexProject::new(codex, &config);
+    let tool = "mcp__cordon__run_shell_command";
+    let said = codex_output(&project.run(shell(tool, "echo hi > x.txt && cat x.txt")));
+    assert_eq!(
+        std::fs::read_to_string(project.dir.join("x.txt"))
+            .ok()
+            .as_deref(),
+        Some("hi\n"),
+        "{said}"
+    );
+    assert!(
+        said.contains("hi\\n"),
+        "the output reaches the model: {said}"
+    );
+
+    let outside = tempfile::tempdir_in("/var/tmp").expect("temp dir");
+    let target = outside.path().join("planted");
+    let said = codex_output(&project.run(shell(tool, &format!("echo x > {}", target.display()))));
+    assert!(!target.exists(), "the host keeps nothing");
+    assert!(
+        said.contains("Read-only file system"),
+        "the model reads that the sandbox stopped it: {said}"
+    );
+}
+
+/// `cordon setup codex --user` on settings of the user's own: `--dry-run` changes nothing;
+/// then Codex offers no shell of its own, cordon's MCP server runs commands (its tools pass
+/// the hook, which leaves them to `cordon mcp`), and `--remove` leaves the file as it was to
+/// the byte.
+#[test]
+fn cordon_setup_wires_codex_and_remove_undoes_it() {
+    let Some(codex) = codex() else {
+        return;
+    };
+    let original = "# the user's own\nmodel_reasoning_effort = \"low\"\n\n[features]\nweb_search_request = false\n";
+    let project = CodexProject::new(codex, original);
+    let config = project.home.join(".codex/config.toml");
+    let setup = |args: &[&str]| {
+        let args = [&["codex", "--user"][..], args].concat();
+        cordon_setup(&project.dir, &project.home, &args)
+    };
+    let diff = setup(&["--dry-run"]);
+    assert!(diff.contains("+shell_tool = false"), "{diff}");
+    assert_eq!(std::fs::read_to_string(&config).expect("read"), original);
+
+    let said = setup(&[]);
+    assert!(said.contains("trust `cordon hook codex`"), "{said}");
+    let text = std::fs::read_to_string(&config).expect("read");
+    assert!(text.starts_with("# the user's own\n"), "{text}");
+
+    // Codex's own shell is off: the scripted model is not offered it, and asks for nothing.
+    let results = project.run(Call {
+        tool: "exec_command".into(),
+        input: json!({"cmd": "ls -a"}),
+    });
+    assert_eq!(results, Vec::<Value>::new(), "no shell call was made");
+    let said = codex_output(&project.run(shell("mcp__cordon__run_shell_command", "ls -a")));
+    assert!(
+        said.contains("marker-file"),
+        "ls ran in cordon's sandbox: {said}"
+    );
+
+    setup(&["--remove"]);
+    assert_eq!(std::fs::read_to_string(&config).expect("read"), original);
 }

@@ -957,10 +957,10 @@ fn the_hook_refuses_what_it_cannot_decide() {
         ),
         "p.toml",
     );
-    let o = env.cordon(&["hook", "codex"], Some("{}"));
+    let o = env.cordon(&["hook", "cursor"], Some("{}"));
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("claude-code or gemini-cli"),
+        stderr(&o).contains("claude-code, gemini-cli, codex"),
         "{}",
         stderr(&o)
     );

@@ -11,11 +11,22 @@
 //!   "reason": …}` to stop a call, whose reason goes to the model. It has no way to ask the
 //!   person, so a call cordon would ask about is refused, with a reason that says so.
 //!
-//! Both read exit status 2 as "blocked, the reason is on standard error": that is the answer to
-//! input cordon cannot read, so that nothing it cannot analyse runs.
+//! - **Codex**: a `PreToolUse` hook gets Claude Code's input (its shell tool is `Bash`; a file
+//!   edit is `apply_patch`, or a `Bash` command that pipes a patch into `apply_patch`). It reads
+//!   only a denial (`permissionDecision: "deny"` with a reason, which goes to the model); it
+//!   cannot ask the person, so an ask is refused as for Gemini CLI. A patch is decided as a write
+//!   of each file it names.
+//!
+//! All three read exit status 2 as "blocked, the reason is on standard error": that is the
+//! answer to input cordon cannot read, so that nothing it cannot analyse runs.
+//!
+//! Calls to cordon's own MCP server (named [`OWN_SERVER`], as `cordon setup` names it) are let
+//! through: `cordon mcp` decides each of them itself, and can ask the person where the hook
+//! cannot.
 
 pub mod setup;
 
+use anyhow::Context;
 use cordon_policy::{ApprovalMode, Decision, Outcome, ToolCall};
 use serde_json::{Map, Value, json};
 
@@ -24,23 +35,37 @@ use serde_json::{Map, Value, json};
 pub enum Agent {
     ClaudeCode,
     GeminiCli,
+    Codex,
 }
+
+/// The name `cordon setup` gives `cordon mcp` among the agent's MCP servers.
+pub const OWN_SERVER: &str = "cordon";
 
 impl Agent {
     /// The names `cordon hook` takes.
-    pub const NAMES: [&'static str; 2] = ["claude-code", "gemini-cli"];
+    pub const NAMES: [&'static str; 3] = ["claude-code", "gemini-cli", "codex"];
+
+    /// The agent's name as its makers write it.
+    pub fn display(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "Claude Code",
+            Agent::GeminiCli => "Gemini CLI",
+            Agent::Codex => "Codex",
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {
             Agent::ClaudeCode => "claude-code",
             Agent::GeminiCli => "gemini-cli",
+            Agent::Codex => "codex",
         }
     }
 
     /// The agent's own shell tool.
     fn own_shell(self) -> &'static str {
         match self {
-            Agent::ClaudeCode => "Bash",
+            Agent::ClaudeCode | Agent::Codex => "Bash",
             Agent::GeminiCli => "run_shell_command",
         }
     }
@@ -49,7 +74,7 @@ impl Agent {
     /// `cordon`.
     fn cordons_shell(self) -> &'static str {
         match self {
-            Agent::ClaudeCode => "mcp__cordon__run_shell_command",
+            Agent::ClaudeCode | Agent::Codex => "mcp__cordon__run_shell_command",
             Agent::GeminiCli => "mcp_cordon_run_shell_command",
         }
     }
@@ -57,7 +82,7 @@ impl Agent {
     /// The hook event that comes before a tool runs.
     fn event(self) -> &'static str {
         match self {
-            Agent::ClaudeCode => "PreToolUse",
+            Agent::ClaudeCode | Agent::Codex => "PreToolUse",
             Agent::GeminiCli => "BeforeTool",
         }
     }
@@ -70,9 +95,10 @@ impl std::str::FromStr for Agent {
         match s {
             "claude-code" | "claude" => Ok(Agent::ClaudeCode),
             "gemini-cli" | "gemini" => Ok(Agent::GeminiCli),
+            "codex" => Ok(Agent::Codex),
             _ => Err(format!(
                 "`{s}` is not an agent cordon has a hook for; use {}",
-                Agent::NAMES.join(" or ")
+                Agent::NAMES.join(", ")
             )),
         }
     }
@@ -81,8 +107,9 @@ impl std::str::FromStr for Agent {
 /// A tool call as an agent's hook handed it over, in cordon's terms.
 #[derive(Debug)]
 pub struct HookCall {
-    /// The call under the name cordon's policy uses (Gemini CLI's).
-    pub call: ToolCall,
+    /// The call under the name cordon's policy uses (Gemini CLI's). A patch is one write per
+    /// file it touches; the strictest decision among them is the answer.
+    pub calls: Vec<ToolCall>,
     /// The agent's own name for the tool, for messages.
     pub agent_tool: String,
     /// The agent's working directory, which is the workspace file paths are held to.
@@ -141,17 +168,22 @@ pub fn read_hook(agent: Agent, input: &[u8]) -> Result<HookCall, HookError> {
     };
     let cwd = fields.get("cwd").and_then(Value::as_str).map(String::from);
     let permission = fields.get("permission_mode").and_then(Value::as_str);
-    let (name, args) = match agent {
-        Agent::ClaudeCode => claude_tool(&tool, input),
-        Agent::GeminiCli => (tool.clone(), Value::Object(input)),
+    let calls = match agent {
+        Agent::Codex => match codex_patch(&tool, &input) {
+            Some(files) => files
+                .into_iter()
+                .map(|f| ToolCall::new("write_file", json!({ "file_path": f })))
+                .collect(),
+            None => vec![claude_tool(&tool, input)],
+        },
+        Agent::ClaudeCode => vec![claude_tool(&tool, input)],
+        Agent::GeminiCli => vec![
+            mcp_call(&tool, input)
+                .unwrap_or_else(|input| ToolCall::new(tool.clone(), Value::Object(input))),
+        ],
     };
-    let mut call = ToolCall::new(name, args);
-    if let Some((server, name)) = mcp_parts(&tool) {
-        call.name = name.to_string();
-        call.server = Some(server.to_string());
-    }
     Ok(HookCall {
-        call,
+        calls,
         agent_tool: tool,
         cwd,
         // Claude Code's modes that have a like in cordon; `bypassPermissions` does not bypass
@@ -166,7 +198,17 @@ pub fn read_hook(agent: Agent, input: &[u8]) -> Result<HookCall, HookError> {
     })
 }
 
-/// `mcp__SERVER__TOOL`, as both agents name MCP tools.
+/// The call of an MCP tool, when `tool` names one; the input back when not.
+fn mcp_call(tool: &str, input: Map<String, Value>) -> Result<ToolCall, Map<String, Value>> {
+    let Some((server, name)) = mcp_parts(tool) else {
+        return Err(input);
+    };
+    let mut call = ToolCall::new(name, Value::Object(input));
+    call.server = Some(server.to_string());
+    Ok(call)
+}
+
+/// `mcp__SERVER__TOOL`, as the agents name MCP tools.
 fn mcp_parts(tool: &str) -> Option<(&str, &str)> {
     let (server, name) = tool.strip_prefix("mcp__")?.split_once("__")?;
     (!server.is_empty() && !name.is_empty()).then_some((server, name))
@@ -174,7 +216,11 @@ fn mcp_parts(tool: &str) -> Option<(&str, &str)> {
 
 /// Claude Code's tool and arguments under the name and argument names of cordon's policy (Gemini
 /// CLI's tools). Tools with no like keep their own name, so a rule can still name them.
-fn claude_tool(tool: &str, mut input: Map<String, Value>) -> (String, Value) {
+fn claude_tool(tool: &str, input: Map<String, Value>) -> ToolCall {
+    let mut input = match mcp_call(tool, input) {
+        Ok(call) => return call,
+        Err(input) => input,
+    };
     let mut rename = |from: &str, to: &str| {
         if let Some(v) = input.remove(from) {
             input.insert(to.to_string(), v);
@@ -206,7 +252,65 @@ fn claude_tool(tool: &str, mut input: Map<String, Value>) -> (String, Value) {
         "WebSearch" => "google_web_search",
         other => other,
     };
-    (name.to_string(), Value::Object(input))
+    ToolCall::new(name, Value::Object(input))
+}
+
+/// The files a Codex patch touches, when the call is one: the `apply_patch` tool, or a `Bash`
+/// command that is `apply_patch` fed the patch as a here-document (Codex applies that itself,
+/// not a shell). Anything else, a patch that names no file included, is not a patch and is
+/// decided as what it is.
+fn codex_patch(tool: &str, input: &Map<String, Value>) -> Option<Vec<String>> {
+    let text = match tool {
+        "apply_patch" => input
+            .get("input")
+            .or_else(|| input.get("patch"))
+            .or_else(|| input.get("command"))?
+            .as_str()?,
+        "Bash" => {
+            let command = input.get("command")?.as_str()?;
+            let rest = command.trim_start();
+            let rest = rest
+                .strip_prefix("apply_patch")
+                .or_else(|| rest.strip_prefix("applypatch"))?;
+            // `apply_patch <<'EOF'` and nothing but the here-document after it.
+            let (start, body) = rest.split_once('\n')?;
+            let marker = start.trim().strip_prefix("<<")?.trim();
+            let marker = marker.trim_matches(|c| c == '\'' || c == '"');
+            if marker.is_empty() || marker.contains(char::is_whitespace) {
+                return None;
+            }
+            let end = body
+                .lines()
+                .position(|l| l == marker)
+                .filter(|&i| body.lines().skip(i + 1).all(|l| l.trim().is_empty()))?;
+            let patch: Vec<&str> = body.lines().take(end).collect();
+            return patch_files(&patch.join("\n"));
+        }
+        _ => return None,
+    };
+    patch_files(text)
+}
+
+/// The paths a patch in Codex's format writes: those it adds, updates, deletes or moves to.
+fn patch_files(patch: &str) -> Option<Vec<String>> {
+    let mut lines = patch.lines().map(str::trim_end);
+    if lines.next()?.trim() != "*** Begin Patch" {
+        return None;
+    }
+    let files: Vec<String> = lines
+        .filter_map(|l| {
+            [
+                "*** Add File: ",
+                "*** Update File: ",
+                "*** Delete File: ",
+                "*** Move to: ",
+            ]
+            .iter()
+            .find_map(|p| l.strip_prefix(p))
+        })
+        .map(|f| f.trim().to_string())
+        .collect();
+    (!files.is_empty() && files.iter().all(|f| !f.is_empty())).then_some(files)
 }
 
 /// The most a hook reads: a call writing a large file carries the file.
@@ -225,6 +329,16 @@ pub fn decide(
     own_shell_off: bool,
 ) -> anyhow::Result<Value> {
     let hook = read_hook(agent, input)?;
+    if let [call] = hook.calls.as_slice()
+        && call.server.as_deref() == Some(OWN_SERVER)
+    {
+        let outcome = Outcome {
+            decision: Decision::Allow,
+            rule: None,
+            reason: format!("`cordon mcp` decides calls to its own `{}`", call.name),
+        };
+        return Ok(answer(agent, &hook.agent_tool, &outcome));
+    }
     // `cordon setup` switches the agent's own shell off in favour of cordon's MCP tool; where
     // the agent's settings cannot (Gemini CLI's exclusion would take cordon's tool of the same
     // name with it), the hook refuses it, saying what to use instead.
@@ -256,26 +370,33 @@ pub fn decide(
     let outside = crate::exec::Placement::Outside {
         why: format!("{}'s own {} tool runs it", agent.name(), hook.agent_tool),
     };
-    let placement = decider
-        .engine
-        .is_shell_tool(&hook.call.name)
-        .then_some(&outside);
-    let mut outcome = decider.check_placed(&hook.call, options, placement);
-    // The agent's file tools act wherever they are pointed; as for cordon's own (`cordon
-    // mcp`), their paths stay in the workspace and out of `.git` and `.env` files, whichever
-    // rule allowed the call (the default rules allow reading anywhere).
-    let walls = cordon_policy::checkers::workspace_paths(&hook.call, decider.engine.environment());
-    if walls.decision > outcome.decision {
-        outcome.decision = walls.decision;
-        outcome.reason = walls.reason;
-        outcome.rule = None;
-        if outcome.decision == Decision::AskUser && options.non_interactive {
-            outcome.decision = Decision::Deny;
-            outcome
-                .reason
-                .push_str(" (nobody can be asked, so it is denied)");
+    let mut strictest: Option<Outcome> = None;
+    for call in &hook.calls {
+        let placement = decider.engine.is_shell_tool(&call.name).then_some(&outside);
+        let mut outcome = decider.check_placed(call, options, placement);
+        // The agent's file tools act wherever they are pointed; as for cordon's own (`cordon
+        // mcp`), their paths stay in the workspace and out of `.git` and `.env` files,
+        // whichever rule allowed the call (the default rules allow reading anywhere).
+        let walls = cordon_policy::checkers::workspace_paths(call, decider.engine.environment());
+        if walls.decision > outcome.decision {
+            outcome.decision = walls.decision;
+            outcome.reason = walls.reason;
+            outcome.rule = None;
+            if outcome.decision == Decision::AskUser && options.non_interactive {
+                outcome.decision = Decision::Deny;
+                outcome
+                    .reason
+                    .push_str(" (nobody can be asked, so it is denied)");
+            }
+        }
+        if strictest
+            .as_ref()
+            .is_none_or(|s| outcome.decision > s.decision)
+        {
+            strictest = Some(outcome);
         }
     }
+    let outcome = strictest.context("the hook input holds no tool call")?;
     Ok(answer(agent, &hook.agent_tool, &outcome))
 }
 
@@ -297,17 +418,27 @@ pub fn answer(agent: Agent, tool: &str, outcome: &Outcome) -> Value {
                 }
             })
         }
-        // Gemini CLI's own confirmation still applies to what cordon lets through.
-        Agent::GeminiCli => match outcome.decision {
-            Decision::Allow => json!({}),
-            Decision::Deny => json!({ "decision": "deny", "reason": reason }),
-            Decision::AskUser => json!({
-                "decision": "deny",
-                "reason": format!(
-                    "{reason}. cordon's policy wants a person to approve `{tool}`, and Gemini CLI's hooks cannot ask one; ask the user to run it, or to allow it in cordon's policy"
+        // The agent's own confirmation still applies to what cordon lets through.
+        Agent::GeminiCli | Agent::Codex => {
+            let reason = match outcome.decision {
+                Decision::Allow => return json!({}),
+                Decision::Deny => reason,
+                Decision::AskUser => format!(
+                    "{reason}. cordon's policy wants a person to approve `{tool}`, and {}'s hooks cannot ask one; ask the user to run it, or to allow it in cordon's policy",
+                    agent.display()
                 ),
-            }),
-        },
+            };
+            match agent {
+                Agent::GeminiCli => json!({ "decision": "deny", "reason": reason }),
+                _ => json!({
+                    "hookSpecificOutput": {
+                        "hookEventName": "PreToolUse",
+                        "permissionDecision": "deny",
+                        "permissionDecisionReason": reason,
+                    }
+                }),
+            }
+        }
     }
 }
 
@@ -327,27 +458,27 @@ mod tests {
     #[test]
     fn claudes_tools_take_the_names_and_arguments_of_cordons_policy() {
         let bash = claude("Bash", json!({"command": "ls", "timeout": 1000}));
-        assert_eq!(bash.call.name, "run_shell_command");
-        assert_eq!(bash.call.args["command"], "ls");
+        assert_eq!(bash.calls[0].name, "run_shell_command");
+        assert_eq!(bash.calls[0].args["command"], "ls");
         let grep = claude(
             "Grep",
             json!({"pattern": "x", "path": "src", "glob": "*.rs"}),
         );
-        assert_eq!(grep.call.name, "search_file_content");
+        assert_eq!(grep.calls[0].name, "search_file_content");
         assert_eq!(
-            grep.call.args,
+            grep.calls[0].args,
             json!({"pattern": "x", "dir_path": "src", "include": "*.rs"})
         );
         let nb = claude("NotebookEdit", json!({"notebook_path": "a.ipynb"}));
         assert_eq!(
-            (nb.call.name.as_str(), &nb.call.args["file_path"]),
+            (nb.calls[0].name.as_str(), &nb.calls[0].args["file_path"]),
             ("write_file", &json!("a.ipynb"))
         );
         let mcp = claude("mcp__git_hub__create_issue", json!({"title": "t"}));
-        assert_eq!(mcp.call.name, "create_issue");
-        assert_eq!(mcp.call.server.as_deref(), Some("git_hub"));
+        assert_eq!(mcp.calls[0].name, "create_issue");
+        assert_eq!(mcp.calls[0].server.as_deref(), Some("git_hub"));
         let other = claude("TodoWrite", json!({}));
-        assert_eq!(other.call.name, "TodoWrite");
+        assert_eq!(other.calls[0].name, "TodoWrite");
         assert_eq!(bash.cwd.as_deref(), Some("/ws"));
     }
 
@@ -429,6 +560,66 @@ mod tests {
         assert_eq!(
             answer(Agent::GeminiCli, "x", &outcome(Decision::Deny))["decision"],
             "deny"
+        );
+    }
+
+    /// A Codex patch is a write of each file it names, whether it comes as the `apply_patch`
+    /// tool or as `apply_patch` fed a here-document; a command that only looks like one is
+    /// decided as the shell command it is.
+    #[test]
+    fn codex_patches_are_writes_of_the_files_they_name() {
+        let codex = |tool: &str, input: Value| {
+            let text = json!({"hook_event_name": "PreToolUse", "tool_name": tool,
+                "tool_input": input, "cwd": "/ws"});
+            read_hook(Agent::Codex, text.to_string().as_bytes()).expect("reads")
+        };
+        let patch = "*** Begin Patch\n*** Add File: a.txt\n+x\n*** Update File: b.rs\n*** Move to: c.rs\n@@\n-x\n+y\n*** Delete File: d\n*** End Patch";
+        let files = |hook: &HookCall| -> Vec<String> {
+            hook.calls
+                .iter()
+                .map(|c| {
+                    assert_eq!(c.name, "write_file");
+                    c.args["file_path"].as_str().unwrap_or_default().to_string()
+                })
+                .collect()
+        };
+        let want = ["a.txt", "b.rs", "c.rs", "d"];
+        assert_eq!(files(&codex("apply_patch", json!({"input": patch}))), want);
+        let heredoc = format!("apply_patch <<'EOF'\n{patch}\nEOF\n");
+        assert_eq!(files(&codex("Bash", json!({"command": heredoc}))), want);
+        for not_a_patch in [
+            format!("apply_patch <<'EOF'\n{patch}\nEOF\nrm -rf /"),
+            format!("echo hi; apply_patch <<'EOF'\n{patch}\nEOF\n"),
+            "apply_patch <<'EOF'\n*** Begin Patch\n*** End Patch\nEOF\n".to_string(),
+        ] {
+            let hook = codex("Bash", json!({ "command": not_a_patch }));
+            assert_eq!(hook.calls.len(), 1, "{not_a_patch}");
+            assert_eq!(hook.calls[0].name, "run_shell_command", "{not_a_patch}");
+        }
+    }
+
+    /// Codex reads only a denial; an allow is no objection, and an ask is a denial that says
+    /// why.
+    #[test]
+    fn codex_reads_a_denial_or_nothing() {
+        let outcome = |decision| Outcome {
+            decision,
+            rule: None,
+            reason: "because".into(),
+        };
+        assert_eq!(
+            answer(Agent::Codex, "Bash", &outcome(Decision::Allow)),
+            json!({})
+        );
+        let deny = answer(Agent::Codex, "Bash", &outcome(Decision::Deny));
+        assert_eq!(deny["hookSpecificOutput"]["permissionDecision"], "deny");
+        let ask = answer(Agent::Codex, "Bash", &outcome(Decision::AskUser));
+        assert_eq!(ask["hookSpecificOutput"]["permissionDecision"], "deny");
+        assert!(
+            ask["hookSpecificOutput"]["permissionDecisionReason"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("Codex's hooks cannot ask")
         );
     }
 }

@@ -13,6 +13,7 @@ use anyhow::{Context, bail};
 use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstArray, CstInputValue, CstObject, CstRootNode};
 use serde_json::{Value, json};
+use toml_edit::{DocumentMut, Item, TableLike};
 
 use super::Agent;
 
@@ -93,6 +94,8 @@ pub struct Places {
     /// The project (the working directory).
     pub project: PathBuf,
     pub home: PathBuf,
+    /// Codex's own directory for the user's settings (`CODEX_HOME`, else `~/.codex`).
+    pub codex_home: PathBuf,
     /// The `cordon` to run: its absolute path.
     pub cordon: PathBuf,
     /// Where setup remembers what it added.
@@ -145,7 +148,7 @@ pub fn plan(
             let server = json!({"command": cordon, "args": ["mcp"]});
             let settings = base.join(".claude/settings.json");
             linked(&settings)?;
-            edits.push(edit(&settings, places, remove, |doc, ctx, adds| {
+            edits.push(edit_json(&settings, places, remove, |doc, ctx, adds| {
                 hook_entry(
                     doc,
                     &["hooks", "PreToolUse"],
@@ -177,7 +180,7 @@ pub fn plan(
                 Scope::User => base.join(".claude.json"),
             };
             linked(&servers)?;
-            edits.push(edit(&servers, places, remove, |doc, ctx, _| {
+            edits.push(edit_json(&servers, places, remove, |doc, ctx, _| {
                 server_entry(doc, &server, ctx)
             })?);
         }
@@ -192,9 +195,23 @@ pub fn plan(
             let server = json!({"command": cordon, "args": ["mcp"]});
             let settings = base.join(".gemini/settings.json");
             linked(&settings)?;
-            edits.push(edit(&settings, places, remove, |doc, ctx, _| {
+            edits.push(edit_json(&settings, places, remove, |doc, ctx, _| {
                 hook_entry(doc, &["hooks", "BeforeTool"], &hook, "hook gemini-cli", ctx)?;
                 server_entry(doc, &server, ctx)?;
+                Ok(())
+            })?);
+        }
+        Agent::Codex => {
+            let config = match scope {
+                Scope::Project => base.join(".codex/config.toml"),
+                Scope::User => places.codex_home.join("config.toml"),
+            };
+            linked(&config)?;
+            edits.push(edit_toml(&config, places, remove, |doc, ctx, adds| {
+                codex_hook(doc, cordon, ctx)?;
+                codex_server(doc, cordon, ctx)?;
+                // Codex has a switch for its shell tool alone; cordon's, an MCP tool, stays.
+                adds.extend(toml_false(doc, &["features", "shell_tool"], ctx)?);
                 Ok(())
             })?);
         }
@@ -202,37 +219,21 @@ pub fn plan(
     Ok(edits)
 }
 
-/// The edit of one file: `change` applied to its tree.
+/// The edit of one file's text. `change` edits the text as its format has it and says what
+/// the text is after and whether that holds no settings at all; `same` says whether two texts
+/// hold the same settings.
 fn edit(
     path: &Path,
     places: &Places,
     remove: bool,
-    change: impl FnOnce(&CstObject, &Ctx, &mut Vec<(String, String)>) -> anyhow::Result<()>,
+    same: fn(&str, &str) -> bool,
+    change: impl FnOnce(&str, &Ctx, &mut Vec<(String, String)>) -> anyhow::Result<(String, bool)>,
 ) -> anyhow::Result<FileEdit> {
     let before = match std::fs::read_to_string(path) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e).with_context(|| format!("{}: cannot read it", path.display())),
     };
-    let text = before.clone().unwrap_or_default();
-    let source = if text.trim().is_empty() {
-        "{}\n"
-    } else {
-        &text
-    };
-    let root = CstRootNode::parse(source, &ParseOptions::default()).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: not JSON that cordon can edit ({e}); fix it, or edit it by hand",
-            path.display()
-        )
-    })?;
-    if root.object_value().is_none() {
-        bail!(
-            "{}: the settings are not a JSON object; cordon edits only objects",
-            path.display()
-        );
-    }
-    let doc = root.object_value_or_set();
     let remembered = remembered(places, path);
     let original_kept = remembered.iter().any(|(kind, _)| kind == ORIGINAL);
     let ctx = Ctx {
@@ -241,42 +242,11 @@ fn edit(
         created: Default::default(),
     };
     let mut added = Vec::new();
-    change(&doc, &ctx, &mut added)?;
-    if remove {
-        // What setup made and removing has left empty goes too, deepest first.
-        let mut made: Vec<&String> = ctx
-            .remembered
-            .iter()
-            .filter(|(kind, p)| kind == CREATED && !p.is_empty())
-            .map(|(_, p)| p)
-            .collect();
-        made.sort_by_key(|p| std::cmp::Reverse(p.matches('.').count()));
-        for p in made {
-            let parts: Vec<&str> = p.split('.').collect();
-            let (last, parents) = parts.split_last().context("an empty settings path")?;
-            let Some(parent) = parents
-                .iter()
-                .try_fold(doc.clone(), |o, k| o.object_value(k))
-            else {
-                continue;
-            };
-            if let Some(prop) = parent.get(last) {
-                let empty = prop
-                    .value()
-                    .and_then(|v| v.to_serde_value())
-                    .is_some_and(|v| {
-                        v.as_array().is_some_and(Vec::is_empty)
-                            || v.as_object().is_some_and(serde_json::Map::is_empty)
-                    });
-                if empty {
-                    prop.remove();
-                }
-            }
-        }
-    } else {
+    let (mut after, emptied) = change(before.as_deref().unwrap_or_default(), &ctx, &mut added)?;
+    if !remove {
         added.extend(
             ctx.created
-                .into_inner()
+                .take()
                 .into_iter()
                 .map(|p| (CREATED.to_string(), p)),
         );
@@ -284,7 +254,6 @@ fn edit(
             added.push((CREATED.to_string(), String::new()));
         }
     }
-    let mut after = root.to_string();
     if before.is_none() && !after.ends_with('\n') {
         after.push('\n');
     }
@@ -295,7 +264,7 @@ fn edit(
             .find(|(kind, _)| kind == ORIGINAL)
             .map(|(_, text)| text);
         if let Some(original) = original
-            && value_of(original) == value_of(&after)
+            && same(original, &after)
         {
             after = original.clone();
         }
@@ -308,12 +277,117 @@ fn edit(
     let made_the_file = ctx
         .remembered
         .contains(&(CREATED.to_string(), String::new()));
-    let emptied = doc.properties().is_empty();
     Ok(FileEdit {
         path: path.to_path_buf(),
         before,
         after: (!(remove && made_the_file && emptied)).then_some(after),
         added,
+    })
+}
+
+/// What setup made, remembered by dotted path, deepest first: on removal, each that is left
+/// empty goes too.
+fn made_paths(ctx: &Ctx) -> Vec<Vec<&str>> {
+    let mut made: Vec<Vec<&str>> = ctx
+        .remembered
+        .iter()
+        .filter(|(kind, p)| kind == CREATED && !p.is_empty())
+        .map(|(_, p)| p.split('.').collect())
+        .collect();
+    made.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    made
+}
+
+/// The edit of a JSON (with comments) settings file: `change` applied to its syntax tree.
+fn edit_json(
+    path: &Path,
+    places: &Places,
+    remove: bool,
+    change: impl FnOnce(&CstObject, &Ctx, &mut Vec<(String, String)>) -> anyhow::Result<()>,
+) -> anyhow::Result<FileEdit> {
+    let same = |a: &str, b: &str| value_of(a) == value_of(b);
+    edit(path, places, remove, same, |text, ctx, added| {
+        let source = if text.trim().is_empty() { "{}\n" } else { text };
+        let root = CstRootNode::parse(source, &ParseOptions::default()).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: not JSON that cordon can edit ({e}); fix it, or edit it by hand",
+                path.display()
+            )
+        })?;
+        if root.object_value().is_none() {
+            bail!(
+                "{}: the settings are not a JSON object; cordon edits only objects",
+                path.display()
+            );
+        }
+        let doc = root.object_value_or_set();
+        change(&doc, ctx, added).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        if ctx.remove {
+            for parts in made_paths(ctx) {
+                let (last, parents) = parts.split_last().context("an empty settings path")?;
+                let Some(parent) = parents
+                    .iter()
+                    .try_fold(doc.clone(), |o, k| o.object_value(k))
+                else {
+                    continue;
+                };
+                if let Some(prop) = parent.get(last) {
+                    let empty = prop
+                        .value()
+                        .and_then(|v| v.to_serde_value())
+                        .is_some_and(|v| {
+                            v.as_array().is_some_and(Vec::is_empty)
+                                || v.as_object().is_some_and(serde_json::Map::is_empty)
+                        });
+                    if empty {
+                        prop.remove();
+                    }
+                }
+            }
+        }
+        Ok((root.to_string(), doc.properties().is_empty()))
+    })
+}
+
+/// The edit of a TOML settings file (Codex's): `change` applied to the document, which keeps
+/// comments and layout.
+fn edit_toml(
+    path: &Path,
+    places: &Places,
+    remove: bool,
+    change: impl FnOnce(&mut DocumentMut, &Ctx, &mut Vec<(String, String)>) -> anyhow::Result<()>,
+) -> anyhow::Result<FileEdit> {
+    let same = |a: &str, b: &str| {
+        let parse = |t: &str| t.parse::<toml::Table>().ok();
+        parse(a).is_some() && parse(a) == parse(b)
+    };
+    edit(path, places, remove, same, |text, ctx, added| {
+        let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+            anyhow::anyhow!(
+                "{}: not TOML that cordon can edit ({}); fix it, or edit it by hand",
+                path.display(),
+                e.to_string().trim_end()
+            )
+        })?;
+        change(&mut doc, ctx, added).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        if ctx.remove {
+            for parts in made_paths(ctx) {
+                let (last, parents) = parts.split_last().context("an empty settings path")?;
+                let Some(parent) = toml_find(doc.as_table_mut(), parents) else {
+                    continue;
+                };
+                let empty = parent.get(last).is_some_and(|item| match item {
+                    Item::ArrayOfTables(a) => a.is_empty(),
+                    Item::Value(toml_edit::Value::Array(a)) => a.is_empty(),
+                    other => other.as_table_like().is_some_and(|t| t.is_empty()),
+                });
+                if empty {
+                    parent.remove(last);
+                }
+            }
+        }
+        let empty = doc.as_table().is_empty();
+        Ok((doc.to_string(), empty))
     })
 }
 
@@ -432,6 +506,182 @@ fn path_exists(doc: &CstObject, path: &[&str]) -> bool {
     path.iter()
         .try_fold(doc.clone(), |o, k| o.object_value(k))
         .is_some()
+}
+
+/// The table at `path` under `table`, if there is one.
+fn toml_find<'a>(table: &'a mut dyn TableLike, path: &[&str]) -> Option<&'a mut dyn TableLike> {
+    match path.split_first() {
+        None => Some(table),
+        Some((key, rest)) => toml_find(table.get_mut(key)?.as_table_like_mut()?, rest),
+    }
+}
+
+/// The table at `path` in `doc`: made where missing (and remembered as made), except on
+/// removal, which makes nothing and finds `None`.
+fn toml_table<'a>(
+    doc: &'a mut DocumentMut,
+    path: &[&str],
+    ctx: &Ctx,
+) -> anyhow::Result<Option<&'a mut dyn TableLike>> {
+    let mut here: &mut dyn TableLike = doc.as_table_mut();
+    for (i, key) in path.iter().enumerate() {
+        if here.get(key).is_none() {
+            if ctx.remove {
+                return Ok(None);
+            }
+            ctx.made(&path[..=i]);
+            let mut table = toml_edit::Table::new();
+            table.set_implicit(true);
+            here.insert(key, Item::Table(table));
+        }
+        here = here
+            .get_mut(key)
+            .and_then(Item::as_table_like_mut)
+            .with_context(|| format!("`{}` is not a table", path[..=i].join(".")))?;
+    }
+    Ok(Some(here))
+}
+
+/// The commands of a hook group's `hooks`, however the file spells the list.
+fn toml_commands(hooks: Option<&Item>) -> Vec<String> {
+    let command = |t: &dyn TableLike| t.get("command")?.as_str().map(String::from);
+    match hooks {
+        Some(Item::ArrayOfTables(list)) => list.iter().filter_map(|t| command(t)).collect(),
+        Some(Item::Value(toml_edit::Value::Array(list))) => list
+            .iter()
+            .filter_map(|v| command(v.as_inline_table()?))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// cordon's group in Codex's `hooks.PreToolUse`: earlier ones of cordon's are replaced, or with
+/// `remove` taken out. It has no matcher: Codex's matchers are regular expressions without
+/// look-ahead, which cannot leave out cordon's own tools alone, so the hook lets those through
+/// itself (`cordon mcp` decides them).
+fn codex_hook(doc: &mut DocumentMut, cordon: &str, ctx: &Ctx) -> anyhow::Result<()> {
+    const MARKER: &str = "hook codex";
+    let Some(hooks) = toml_table(doc, &["hooks"], ctx)? else {
+        return Ok(());
+    };
+    if hooks.get("PreToolUse").is_none() {
+        if ctx.remove {
+            return Ok(());
+        }
+        ctx.made(&["hooks", "PreToolUse"]);
+        hooks.insert("PreToolUse", Item::ArrayOfTables(Default::default()));
+    }
+    let ours = |commands: Vec<String>| commands.iter().any(|c| is_cordons(c, MARKER));
+    let command = format!("{cordon} {MARKER}");
+    match hooks.get_mut("PreToolUse") {
+        Some(Item::ArrayOfTables(groups)) => {
+            groups.retain(|g| !ours(toml_commands(g.get("hooks"))));
+            if !ctx.remove {
+                let mut hook = toml_edit::Table::new();
+                hook.insert("type", toml_edit::value("command"));
+                hook.insert("command", toml_edit::value(command));
+                let mut list = toml_edit::ArrayOfTables::new();
+                list.push(hook);
+                let mut group = toml_edit::Table::new();
+                group.insert("hooks", Item::ArrayOfTables(list));
+                groups.push(group);
+            }
+        }
+        Some(Item::Value(toml_edit::Value::Array(groups))) => {
+            groups.retain(|g| {
+                !g.as_inline_table().is_some_and(|t| {
+                    let hooks = t.get("hooks").cloned().map(Item::Value);
+                    ours(toml_commands(hooks.as_ref()))
+                })
+            });
+            if !ctx.remove {
+                let mut hook = toml_edit::InlineTable::new();
+                hook.insert("type", "command".into());
+                hook.insert("command", command.into());
+                let mut group = toml_edit::InlineTable::new();
+                group.insert("hooks", toml_edit::Array::from_iter([hook]).into());
+                groups.push(group);
+            }
+        }
+        _ => bail!("`hooks.PreToolUse` is not a list of hook groups"),
+    }
+    Ok(())
+}
+
+/// `mcp_servers.cordon` in Codex's settings: set, or with `remove` taken out when it runs a
+/// `cordon` binary. Its tools need no approval from Codex: `cordon mcp` decides each call
+/// itself, and asks the person where its policy says to.
+fn codex_server(doc: &mut DocumentMut, cordon: &str, ctx: &Ctx) -> anyhow::Result<()> {
+    let Some(servers) = toml_table(doc, &["mcp_servers"], ctx)? else {
+        return Ok(());
+    };
+    if ctx.remove {
+        let ours = servers
+            .get("cordon")
+            .and_then(Item::as_table_like)
+            .and_then(|t| t.get("command")?.as_str().map(String::from))
+            .is_some_and(|c| Path::new(&c).file_name().is_some_and(|n| n == "cordon"));
+        if ours {
+            servers.remove("cordon");
+        }
+        return Ok(());
+    }
+    let mut server = toml_edit::Table::new();
+    server.insert("command", toml_edit::value(cordon));
+    server.insert(
+        "args",
+        toml_edit::value(toml_edit::Array::from_iter(["mcp"])),
+    );
+    server.insert("default_tools_approval_mode", toml_edit::value("approve"));
+    servers.insert("cordon", Item::Table(server));
+    Ok(())
+}
+
+/// The switch at `path` set to false, returned to be remembered when setup set it; on removal
+/// taken out again only where setup remembers setting it.
+fn toml_false(
+    doc: &mut DocumentMut,
+    path: &[&str],
+    ctx: &Ctx,
+) -> anyhow::Result<Option<(String, String)>> {
+    let key = (path.join("."), "false".to_string());
+    let (last, parents) = path.split_last().context("an empty settings path")?;
+    if ctx.remove && !ctx.remembered.contains(&key) {
+        return Ok(None);
+    }
+    let Some(table) = toml_table(doc, parents, ctx)? else {
+        return Ok(None);
+    };
+    let off = table.get(last).and_then(Item::as_bool) == Some(false);
+    match (ctx.remove, off) {
+        (true, true) => {
+            table.remove(last);
+            Ok(None)
+        }
+        (false, false) => {
+            table.insert(last, toml_edit::value(false));
+            Ok(Some(key))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// What the person still has to do in the agent itself after setup.
+pub fn notes(agent: Agent, scope: Scope) -> Vec<&'static str> {
+    match (agent, scope) {
+        (Agent::Codex, scope) => {
+            let mut notes = vec![
+                "Codex runs a hook only once you trust it: start codex, open /hooks, and trust `cordon hook codex`",
+            ];
+            if scope == Scope::Project {
+                notes.push(
+                    "Codex reads .codex/config.toml only in a project it trusts: answer its trust question, or run codex with --trust once",
+                );
+            }
+            notes
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// Whether `command` runs a `cordon` binary with `marker` for arguments.
@@ -605,6 +855,7 @@ mod tests {
         Places {
             project: dir.join("project"),
             home: dir.join("home"),
+            codex_home: dir.join("home/.codex"),
             cordon: PathBuf::from("/opt/bin/cordon"),
             state: dir.join("state"),
         }
@@ -774,6 +1025,59 @@ mod tests {
                 .to_string();
             assert!(err.contains(says), "{text}: {err}");
             assert_eq!(std::fs::read_to_string(&settings).expect("read"), text);
+        }
+    }
+
+    /// Codex's TOML: comments and the user's own keys stay, the hook, the server and the shell
+    /// switch come in once however often setup runs, a hook list written inline is kept inline,
+    /// and --remove gives back the file as it was to the byte.
+    #[test]
+    fn codex_settings_are_edited_in_place_and_restored() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let places = places(dir.path());
+        let config = places.project.join(".codex/config.toml");
+        std::fs::create_dir_all(config.parent().expect("dir")).expect("mkdir");
+        let original = "# mine\nmodel = \"o3\"\n\n[hooks]\nPreToolUse = [{ hooks = [{ type = \"command\", command = \"audit\" }] }]\n";
+        std::fs::write(&config, original).expect("write");
+        setup(&places, Agent::Codex, false);
+        let twice = setup(&places, Agent::Codex, false);
+        assert!(
+            twice.iter().all(|e| !e.changes()),
+            "a second setup changes nothing"
+        );
+        let text = std::fs::read_to_string(&config).expect("read");
+        assert!(text.starts_with("# mine\nmodel = \"o3\"\n"), "{text}");
+        let v: toml::Table = text.parse().expect("TOML");
+        let groups = v["hooks"]["PreToolUse"].as_array().expect("a list");
+        assert_eq!(groups.len(), 2, "{text}");
+        assert_eq!(
+            groups[1]["hooks"][0]["command"].as_str(),
+            Some("/opt/bin/cordon hook codex")
+        );
+        assert_eq!(
+            v["mcp_servers"]["cordon"]["args"].as_array().map(Vec::len),
+            Some(1)
+        );
+        assert_eq!(v["features"]["shell_tool"].as_bool(), Some(false));
+        setup(&places, Agent::Codex, true);
+        assert_eq!(std::fs::read_to_string(&config).expect("read"), original);
+
+        // A file setup made goes again; a broken one is refused by name and left alone.
+        std::fs::remove_file(&config).expect("rm");
+        setup(&places, Agent::Codex, false);
+        setup(&places, Agent::Codex, true);
+        assert!(!config.exists());
+        for (text, says) in [
+            ("model = ", "not TOML that cordon can edit"),
+            ("mcp_servers = 3", "`mcp_servers` is not a table"),
+            ("[hooks]\nPreToolUse = 1", "not a list of hook groups"),
+        ] {
+            std::fs::write(&config, text).expect("write");
+            let err = plan(Agent::Codex, Scope::Project, &places, false)
+                .expect_err(text)
+                .to_string();
+            assert!(err.contains(says), "{text}: {err}");
+            assert!(err.starts_with(&config.display().to_string()), "{err}");
         }
     }
 }

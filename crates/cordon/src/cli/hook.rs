@@ -13,8 +13,8 @@ use crate::exit;
 
 #[derive(Debug, Args)]
 pub struct HookArgs {
-    /// The agent whose hook this is: claude-code (a PreToolUse hook) or gemini-cli (a
-    /// BeforeTool hook).
+    /// The agent whose hook this is: claude-code or codex (a PreToolUse hook), or gemini-cli
+    /// (a BeforeTool hook).
     #[arg(value_parser = |s: &str| s.parse::<Agent>())]
     agent: Agent,
     /// The policy flags; the agent's own mode (plan, acceptEdits) applies unless --mode says

@@ -11,13 +11,14 @@ use crate::exit;
 
 #[derive(Debug, Args)]
 pub struct SetupArgs {
-    /// The agent: claude-code or gemini-cli.
+    /// The agent: claude-code, gemini-cli or codex.
     #[arg(value_parser = |s: &str| s.parse::<Agent>())]
     agent: Agent,
-    /// This project's settings (`.claude/`, `.mcp.json`, `.gemini/` here) [default].
+    /// This project's settings (`.claude/`, `.mcp.json`, `.gemini/`, `.codex/` here) [default].
     #[arg(long, conflicts_with = "user")]
     project: bool,
-    /// The user's settings (`~/.claude/`, `~/.claude.json`, `~/.gemini/`).
+    /// The user's settings (`~/.claude/`, `~/.claude.json`, `~/.gemini/`, `$CODEX_HOME` or
+    /// `~/.codex/`).
     #[arg(long)]
     user: bool,
     /// Show what would change, as a diff, and change nothing.
@@ -47,6 +48,9 @@ pub fn run(args: SetupArgs) -> anyhow::Result<u8> {
         state: cordon_app::user_settings_dir()
             .context("neither XDG_CONFIG_HOME nor HOME says where cordon's settings are")?
             .join("setup"),
+        codex_home: std::env::var_os("CODEX_HOME")
+            .filter(|h| !h.is_empty())
+            .map_or_else(|| home.join(".codex"), std::path::PathBuf::from),
         home,
     };
     let edits = setup::plan(args.agent, scope, &places, args.remove)?;
@@ -72,6 +76,9 @@ pub fn run(args: SetupArgs) -> anyhow::Result<u8> {
             "{}: cordon decides its tool calls (hook) and runs commands in its sandbox (MCP server `cordon`); its own shell tool is off",
             args.agent.name()
         );
+        for note in setup::notes(args.agent, scope) {
+            println!("note: {note}");
+        }
     }
     Ok(exit::OK)
 }
