@@ -29,6 +29,10 @@ pub struct Sources {
     pub host_network: bool,
     /// `--resolve NAME=ADDRESS`, for the proxy: no settings key says this either.
     pub resolve: Vec<String>,
+    /// `cordon run --agent NAME`: the agent's own directories and hosts, added to what the
+    /// settings allow ([`crate::agents::profile`]).
+    #[serde(default)]
+    pub agent: Option<crate::agents::Agent>,
 }
 
 impl Sources {
@@ -256,9 +260,42 @@ impl RunConfig {
                 .map(|p| p.value)
                 .collect()
         };
+        let mut net = NetConfig::from_settings(&s, &sources.resolve);
+        let mut allow_write = value(s.allow_write).unwrap_or_default();
+        let mut left_out = s.left_out;
+        let mut keep_env = value(s.keep_env).unwrap_or_default();
+        if let Some(agent) = sources.agent {
+            let profile = crate::agents::profile::profile(
+                agent,
+                home.as_deref()
+                    .context("HOME is not set; --agent needs it")?,
+                std::env::var_os("CODEX_HOME")
+                    .filter(|h| !h.is_empty())
+                    .map(PathBuf::from)
+                    .as_deref(),
+            );
+            for dir in &profile.dirs {
+                std::fs::create_dir_all(dir).with_context(|| {
+                    format!("--agent {}: cannot make {}", agent.name(), dir.display())
+                })?;
+            }
+            allow_write.extend(profile.dirs);
+            keep_env.extend(profile.keep_env.iter().map(|v| v.to_string()));
+            allow_write.extend(profile.files.into_iter().filter(|f| f.exists()));
+            if s.locks.only_managed_domains {
+                left_out.push(format!(
+                    "--agent {}: its hosts ({}), as the managed settings allow only their own (only_managed_domains)",
+                    agent.name(),
+                    profile.domains.join(", ")
+                ));
+            } else {
+                net.allow_domains
+                    .extend(profile.domains.iter().map(|d| d.to_string()));
+            }
+        }
         Ok(RunConfig {
-            net: NetConfig::from_settings(&s, &sources.resolve),
-            allow_write: value(s.allow_write).unwrap_or_default(),
+            net,
+            allow_write,
             deny_write: present(s.deny_write),
             deny_read: present(s.deny_read),
             allow_read: value(s.allow_read).unwrap_or_default(),
@@ -266,7 +303,7 @@ impl RunConfig {
             host_network: sources.host_network,
             allow_local_binding: value(s.allow_local_binding).unwrap_or(false),
             fail_if_unavailable: value(s.fail_if_unavailable).unwrap_or(false),
-            keep_env: value(s.keep_env).unwrap_or_default(),
+            keep_env,
             deny_env: all(s.deny_env),
             max_processes: value(s.max_processes),
             memory: value(s.memory)
@@ -279,7 +316,7 @@ impl RunConfig {
             container_image: value(s.container_image),
             container_profile: value(s.container_profile),
             ignore_violations,
-            left_out: s.left_out,
+            left_out,
             sources: sources.clone(),
         })
     }

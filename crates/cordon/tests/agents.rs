@@ -246,6 +246,23 @@ fn answer_gemini(
     out.flush()
 }
 
+/// The command that runs `program` against the scripted model on `port`, and the base URL the
+/// agent must use for it. With `agent`, the whole program runs in `cordon run --agent AGENT`:
+/// its sandbox has a network of its own, so the model is reached through cordon's proxy under
+/// a name (`model.test`) that the proxy resolves to the loopback.
+fn agent_command(program: &Path, port: u16, agent: Option<&str>) -> (Command, String) {
+    let Some(agent) = agent else {
+        return (Command::new(program), format!("http://127.0.0.1:{port}"));
+    };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
+    cmd.args(["run", "--agent", agent])
+        .args(["--allow-domain", &format!("model.test:{port}")])
+        .args(["--allow-private-ips", "--resolve", "model.test=127.0.0.1"])
+        .arg("--")
+        .arg(program);
+    (cmd, format!("http://model.test:{port}"))
+}
+
 /// A streamed call of OpenAI's Responses API, as Codex makes it: the function call first, then
 /// text once its output has come back. Codex offers an MCP server's tools in a namespace
 /// (`mcp__cordon`), so `mcp__cordon__run_shell_command` is asked for as `run_shell_command`
@@ -344,16 +361,26 @@ impl Project {
 
     /// `claude -p PROMPT` against the scripted model; its JSON result.
     fn claude(&self, claude: &Path, model: &ScriptedModel, extra: &[&str]) -> Value {
-        let out = Command::new(claude)
+        self.claude_in(None, claude, model, extra)
+    }
+
+    /// As [`Project::claude`], in `cordon run --agent claude-code` when `agent` says so.
+    fn claude_in(
+        &self,
+        agent: Option<&str>,
+        claude: &Path,
+        model: &ScriptedModel,
+        extra: &[&str],
+    ) -> Value {
+        let (mut cmd, url) = agent_command(claude, model.port, agent);
+        let out = cmd
             .args(["-p", "do what the test asks", "--output-format", "json"])
             .args(extra)
             .current_dir(&self.dir)
             .env("HOME", &self.home)
             .env_remove("XDG_CONFIG_HOME")
-            .env(
-                "ANTHROPIC_BASE_URL",
-                format!("http://127.0.0.1:{}", model.port),
-            )
+            .env("ANTHROPIC_BASE_URL", url)
+            .env("IS_SANDBOX", "1")
             .env("ANTHROPIC_API_KEY", "sk-cordon-test")
             .env("DISABLE_TELEMETRY", "1")
             .env("DISABLE_AUTOUPDATER", "1")
@@ -502,8 +529,14 @@ impl GeminiProject {
 
     /// `gemini -p` against a model that asks for `call`; the function responses it got back.
     fn run(&self, call: Call) -> Vec<Value> {
+        self.run_in(None, call)
+    }
+
+    /// As [`GeminiProject::run`], in `cordon run --agent gemini-cli` when `agent` says so.
+    fn run_in(&self, agent: Option<&str>, call: Call) -> Vec<Value> {
         let model = ScriptedModel::asking(call);
-        let out = Command::new(&self.gemini)
+        let (mut cmd, url) = agent_command(&self.gemini, model.port, agent);
+        let out = cmd
             // A model named, so that no routing classifier asks the scripted model first;
             // `--yolo` turns Gemini CLI's own confirmation off.
             .args([
@@ -518,10 +551,7 @@ impl GeminiProject {
             .env("HOME", &self.home)
             .env_remove("XDG_CONFIG_HOME")
             .env("GEMINI_API_KEY", "cordon-test")
-            .env(
-                "GOOGLE_GEMINI_BASE_URL",
-                format!("http://127.0.0.1:{}", model.port),
-            )
+            .env("GOOGLE_GEMINI_BASE_URL", url)
             .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
             .output()
             .expect("run gemini");
@@ -769,26 +799,37 @@ impl CodexProject {
 
     /// `codex exec` against a model that asks for `call`; the function outputs it got back.
     fn run(&self, call: Call) -> Vec<Value> {
+        self.run_in(None, call)
+    }
+
+    /// As [`CodexProject::run`], in `cordon run --agent codex` when `agent` says so. There
+    /// cordon is the sandbox, and Codex's own is off.
+    fn run_in(&self, agent: Option<&str>, call: Call) -> Vec<Value> {
         let model = ScriptedModel::asking(call);
+        let (mut cmd, url) = agent_command(&self.codex, model.port, agent);
         let provider = format!(
-            "model_providers.scripted={{name=\"scripted\",base_url=\"http://127.0.0.1:{}/v1\",wire_api=\"responses\",env_key=\"CORDON_TEST_KEY\"}}",
-            model.port
+            "model_providers.scripted={{name=\"scripted\",base_url=\"{url}/v1\",wire_api=\"responses\",env_key=\"OPENAI_API_KEY\"}}"
         );
-        let out = Command::new(&self.codex)
+        let sandbox = if agent.is_some() {
+            "danger-full-access"
+        } else {
+            "workspace-write"
+        };
+        let out = cmd
             // Hooks run only once trusted; a test has no one to trust them in /hooks.
             .args([
                 "exec",
                 "--skip-git-repo-check",
                 "--dangerously-bypass-hook-trust",
             ])
-            .args(["-s", "workspace-write", "-m", "gpt-5"])
+            .args(["-s", sandbox, "-m", "gpt-5"])
             .args(["-c", "model_provider=scripted", "-c", &provider])
             .arg("do what the test asks")
             .current_dir(&self.dir)
             .env("HOME", &self.home)
             .env_remove("CODEX_HOME")
             .env_remove("XDG_CONFIG_HOME")
-            .env("CORDON_TEST_KEY", "sk-cordon-test")
+            .env("OPENAI_API_KEY", "sk-cordon-test")
             .stdin(std::process::Stdio::null())
             .output()
             .expect("run codex");
@@ -929,4 +970,77 @@ fn cordon_setup_wires_codex_and_remove_undoes_it() {
 
     setup(&["--remove"]);
     assert_eq!(std::fs::read_to_string(&config).expect("read"), original);
+}
+
+/// A `~/.bashrc` of the user's own, and the shell call that would append to it.
+fn bashrc_stays(home: &Path) -> (PathBuf, &'static str) {
+    let bashrc = home.join(".bashrc");
+    std::fs::write(&bashrc, "# the user's own\n").expect("write");
+    (bashrc, "echo pwned >> ~/.bashrc")
+}
+
+fn assert_untouched(bashrc: &Path, said: &str) {
+    assert_eq!(
+        std::fs::read_to_string(bashrc).expect("read"),
+        "# the user's own\n",
+        "the host keeps nothing"
+    );
+    assert!(
+        said.contains("Read-only file system"),
+        "the model reads that the write failed: {said}"
+    );
+}
+
+/// Under `cordon run --agent AGENT`, each agent whole: it still reaches its (scripted) model,
+/// through cordon's proxy, and runs the model's shell call; the call's write to `~/.bashrc`
+/// fails, the model reads that it did, and the file is as it was.
+#[test]
+fn claude_code_runs_whole_inside_cordon() {
+    let Some(claude) = claude() else {
+        return;
+    };
+    let project = Project::with_hook(false);
+    let (bashrc, attack) = bashrc_stays(&project.home);
+    let model = ScriptedModel::start(attack);
+    // Claude Code's own checks would stop this write first; with them off (as root, it
+    // allows that only where it is told it runs in a sandbox), cordon is what stops it.
+    let result = project.claude_in(
+        Some("claude-code"),
+        &claude,
+        &model,
+        &["--dangerously-skip-permissions"],
+    );
+    assert_eq!(result["result"], "done", "the model was reached: {result}");
+    let results = model.results();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_untouched(&bashrc, &results[0]["content"].to_string());
+}
+
+#[test]
+fn gemini_cli_runs_whole_inside_cordon() {
+    let Some(gemini) = agent("CORDON_GEMINI", "@google/gemini-cli") else {
+        return;
+    };
+    let project = GeminiProject::new(gemini, json!({}));
+    let (bashrc, attack) = bashrc_stays(&project.home);
+    let results = project.run_in(Some("gemini-cli"), shell("run_shell_command", attack));
+    assert_eq!(results.len(), 1, "the model was reached: {results:?}");
+    assert_untouched(&bashrc, &results[0]["response"].to_string());
+}
+
+#[test]
+fn codex_runs_whole_inside_cordon() {
+    let Some(codex) = codex() else {
+        return;
+    };
+    let project = CodexProject::new(codex, "");
+    let (bashrc, attack) = bashrc_stays(&project.home);
+    let results = project.run_in(
+        Some("codex"),
+        Call {
+            tool: "exec_command".into(),
+            input: json!({ "cmd": attack }),
+        },
+    );
+    assert_untouched(&bashrc, &codex_output(&results));
 }

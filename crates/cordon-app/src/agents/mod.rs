@@ -24,14 +24,16 @@
 //! through: `cordon mcp` decides each of them itself, and can ask the person where the hook
 //! cannot.
 
+pub mod profile;
 pub mod setup;
 
 use anyhow::Context;
 use cordon_policy::{ApprovalMode, Decision, Outcome, ToolCall};
 use serde_json::{Map, Value, json};
 
-/// An agent whose hooks cordon answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An agent whose hooks cordon answers, and whose whole program cordon can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Agent {
     ClaudeCode,
     GeminiCli,

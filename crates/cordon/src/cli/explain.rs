@@ -22,7 +22,7 @@ pub struct ExplainArgs {
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
-    let sources = args.run.sandbox.sources()?;
+    let sources = args.run.sources()?;
     let decider = cordon_app::decide::Decider::for_runs(&args.policy.config(), &sources)?;
     let config = sources.resolve()?;
     for why in &config.left_out {

@@ -3,5 +3,5 @@
 use super::flags::RunArgs;
 
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
-    cordon_app::run::run(&args.sandbox.sources()?, args.launch())
+    cordon_app::run::run(&args.sources()?, args.launch())
 }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use cordon_app::agents::Agent;
 use cordon_app::bounds;
 use cordon_app::config::Sources;
 use cordon_app::proxy::{AskVia, Publish};
@@ -102,6 +103,7 @@ impl SandboxFlags {
             host_network: matches!(self.network, Network::Host),
             resolve: self.net.resolve.clone(),
             settings_file: None,
+            agent: None,
         }
         .with_settings_file(self.settings.clone())
     }
@@ -251,12 +253,24 @@ pub struct RunArgs {
     pub shell: Option<String>,
     #[command(flatten)]
     pub backend: BackendFlags,
+    /// Run a whole coding agent (claude-code, gemini-cli or codex): its own settings directory
+    /// is writable and its API hosts reachable, besides what the settings allow; the rest stays
+    /// confined.
+    #[arg(long, value_name = "AGENT", value_parser = |s: &str| s.parse::<Agent>())]
+    pub agent: Option<Agent>,
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
 impl RunArgs {
+    /// Where the run's settings come from: the sandbox flags, and the agent's profile.
+    pub fn sources(&self) -> anyhow::Result<Sources> {
+        let mut sources = self.sandbox.sources()?;
+        sources.agent = self.agent;
+        Ok(sources)
+    }
+
     /// The program and its arguments: a `-c` string runs with /bin/sh.
     pub fn argv(&self) -> Vec<String> {
         match &self.shell {

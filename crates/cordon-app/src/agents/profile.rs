@@ -1,0 +1,64 @@
+//! `cordon run --agent NAME`: what a whole agent needs besides what the settings give any
+//! run. Its own settings and session directory must be writable (it keeps its login, history
+//! and settings there) and its model API's hosts reachable; everything else stays as the
+//! settings say, so the agent and every command it starts are confined like any run.
+//!
+//! A profile only adds: to the paths the settings allow writing, and to the allowed hosts,
+//! unless the managed settings lock those to their own list (`only_managed_domains`), in which
+//! case the hosts are left out with a warning.
+
+use std::path::{Path, PathBuf};
+
+use super::Agent;
+
+/// What an agent adds to a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// Its own directories, made when missing so that the run can make them writable.
+    pub dirs: Vec<PathBuf>,
+    /// Its own files beside them (`~/.claude.json`): writable where they exist.
+    pub files: Vec<PathBuf>,
+    /// The hosts it talks to: its model API and its sign-in.
+    pub domains: Vec<&'static str>,
+    /// Its API key's variables, passed although they look like credentials: the agent cannot
+    /// work without them. The hosts it may send them to are only those above and what the
+    /// settings allow.
+    pub keep_env: Vec<&'static str>,
+}
+
+/// The profile of `agent` for the user whose home is `home`; `codex_home` is `CODEX_HOME`
+/// where set.
+pub fn profile(agent: Agent, home: &Path, codex_home: Option<&Path>) -> Profile {
+    match agent {
+        Agent::ClaudeCode => Profile {
+            dirs: vec![home.join(".claude")],
+            // Claude Code keeps its state in ~/.claude.json, and replaces it by writing a new
+            // file beside it: the file alone would not do, so its backups go with it.
+            files: vec![home.join(".claude.json"), home.join(".claude.json.backup")],
+            domains: vec![
+                "api.anthropic.com",
+                "console.anthropic.com",
+                "statsig.anthropic.com",
+                "claude.ai",
+            ],
+            keep_env: vec!["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"],
+        },
+        Agent::GeminiCli => Profile {
+            dirs: vec![home.join(".gemini")],
+            files: Vec::new(),
+            domains: vec![
+                "generativelanguage.googleapis.com",
+                "cloudcode-pa.googleapis.com",
+                "oauth2.googleapis.com",
+                "accounts.google.com",
+            ],
+            keep_env: vec!["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+        },
+        Agent::Codex => Profile {
+            dirs: vec![codex_home.map_or_else(|| home.join(".codex"), Path::to_path_buf)],
+            files: Vec::new(),
+            domains: vec!["api.openai.com", "chatgpt.com", "auth.openai.com"],
+            keep_env: vec!["OPENAI_API_KEY", "CODEX_API_KEY"],
+        },
+    }
+}
