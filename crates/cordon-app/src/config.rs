@@ -281,7 +281,6 @@ impl RunConfig {
             }
             allow_write.extend(profile.dirs);
             keep_env.extend(profile.keep_env.iter().map(|v| v.to_string()));
-            allow_write.extend(profile.files.into_iter().filter(|f| f.exists()));
             if s.locks.only_managed_domains {
                 left_out.push(format!(
                     "--agent {}: its hosts ({}), as the managed settings allow only their own (only_managed_domains)",

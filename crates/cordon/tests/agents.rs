@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+mod common;
+
 fn skip(why: &str) {
     assert!(
         std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
@@ -1043,4 +1045,53 @@ fn codex_runs_whole_inside_cordon() {
         },
     );
     assert_untouched(&bashrc, &codex_output(&results));
+}
+
+/// Claude Code's own full-screen interface, whole inside `cordon run --agent claude-code`, on
+/// a terminal as a person uses it: a prompt typed there reaches the scripted model, its `ls`
+/// runs and the answer is shown; a resized window is drawn again; Ctrl-C twice leaves it, with
+/// status 0, and the terminal is as usable as before.
+#[test]
+fn claude_codes_terminal_interface_works_inside_cordon() {
+    let Some(claude) = claude() else {
+        return;
+    };
+    let project = Project::with_hook(false);
+    // The interface draws with cursor moves between words: single words are looked for.
+    // What Claude Code's first run asks once (and keeps in ~/.claude.json, which it cannot
+    // replace inside cordon): the onboarding, this API key, and trust in this folder.
+    let state = json!({"hasCompletedOnboarding": true, "theme": "dark",
+        "customApiKeyResponses": {"approved": ["sk-cordon-test"], "rejected": []},
+        "projects": {project.dir.to_str().expect("utf-8"): {"hasTrustDialogAccepted": true}}});
+    std::fs::write(project.home.join(".claude.json"), state.to_string()).expect("write");
+    let model = ScriptedModel::start("ls -a");
+    let (mut cmd, url) = agent_command(&claude, model.port, Some("claude-code"));
+    cmd.current_dir(&project.dir)
+        .env("HOME", &project.home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("ANTHROPIC_BASE_URL", url)
+        .env("ANTHROPIC_API_KEY", "sk-cordon-test")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    let mut term = common::terminal::Terminal::spawn(&cmd, 30, 100);
+    let at = term.wait_for("shortcuts", 0, 60);
+    term.type_in(b"list the files");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    term.type_in(b"\r");
+    let at = term.wait_for("done", at, 60);
+    let results = model.results();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0]["content"].to_string().contains("marker-file"),
+        "ls ran: {results:?}"
+    );
+    term.resize(25, 70);
+    let at = term.wait_for("shortcuts", at, 20);
+    term.type_in(b"\x03");
+    let at = term.wait_for("again", at, 20);
+    term.type_in(b"\x03");
+    let status = term.wait(30);
+    assert!(status.success(), "{status}: {}", &term.screen()[at..]);
+    assert!(term.cooked(), "the terminal echoes and reads lines again");
 }

@@ -775,3 +775,31 @@ fn a_command_locking_a_state_directory_does_not_stall_other_runs() {
     assert!(status.success(), "{status:?}");
     assert!(state.is_dir(), "the state directory is kept");
 }
+
+/// `cordon run` on a person's terminal: the command reads the window's size and hears of a
+/// change to it, Ctrl-C typed there ends it (130, as a shell reports a SIGINT), and the
+/// terminal's modes are back as they were although the command died with echo switched off.
+#[test]
+fn a_command_on_a_terminal_gets_resizes_and_ctrl_c_and_the_terminal_is_left_usable() {
+    let Some(sb) = Sandbox::new() else {
+        return;
+    };
+    let program = "import os, signal, termios, time\n\
+        signal.signal(signal.SIGINT, signal.SIG_DFL)\n\
+        signal.signal(signal.SIGWINCH, lambda *a: print('size %d %d' % os.get_terminal_size(0), flush=True))\n\
+        m = termios.tcgetattr(0); m[3] &= ~termios.ECHO; termios.tcsetattr(0, termios.TCSANOW, m)\n\
+        print('ready %d %d' % os.get_terminal_size(0), flush=True)\n\
+        time.sleep(60)\n";
+    let mut cmd = Command::new(cordon_bin());
+    cmd.args(["run", "--", "python3", "-c", program])
+        .current_dir(&sb.ws);
+    let mut term = common::terminal::Terminal::spawn(&cmd, 30, 100);
+    let at = term.wait_for("ready 100 30", 0, 20);
+    assert!(!term.cooked(), "the command switched echo off");
+    term.resize(40, 120);
+    let at = term.wait_for("size 120 40", at, 10);
+    term.type_in(b"\x03");
+    let status = term.wait(10);
+    assert_eq!(status.code(), Some(130), "{}", &term.screen()[at..]);
+    assert!(term.cooked(), "cordon put the terminal's modes back");
+}

@@ -16,8 +16,6 @@ use super::Agent;
 pub struct Profile {
     /// Its own directories, made when missing so that the run can make them writable.
     pub dirs: Vec<PathBuf>,
-    /// Its own files beside them (`~/.claude.json`): writable where they exist.
-    pub files: Vec<PathBuf>,
     /// The hosts it talks to: its model API and its sign-in.
     pub domains: Vec<&'static str>,
     /// Its API key's variables, passed although they look like credentials: the agent cannot
@@ -32,20 +30,20 @@ pub fn profile(agent: Agent, home: &Path, codex_home: Option<&Path>) -> Profile 
     match agent {
         Agent::ClaudeCode => Profile {
             dirs: vec![home.join(".claude")],
-            // Claude Code keeps its state in ~/.claude.json, and replaces it by writing a new
-            // file beside it: the file alone would not do, so its backups go with it.
-            files: vec![home.join(".claude.json"), home.join(".claude.json.backup")],
+            // Claude Code also keeps state in ~/.claude.json, which it replaces by renaming a
+            // new file over it: that needs the home directory writable, so it stays read-only
+            // and what Claude Code changes there inside cordon is not kept.
             domains: vec![
                 "api.anthropic.com",
                 "console.anthropic.com",
                 "statsig.anthropic.com",
                 "claude.ai",
+                "platform.claude.com",
             ],
             keep_env: vec!["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"],
         },
         Agent::GeminiCli => Profile {
             dirs: vec![home.join(".gemini")],
-            files: Vec::new(),
             domains: vec![
                 "generativelanguage.googleapis.com",
                 "cloudcode-pa.googleapis.com",
@@ -56,7 +54,6 @@ pub fn profile(agent: Agent, home: &Path, codex_home: Option<&Path>) -> Profile 
         },
         Agent::Codex => Profile {
             dirs: vec![codex_home.map_or_else(|| home.join(".codex"), Path::to_path_buf)],
-            files: Vec::new(),
             domains: vec!["api.openai.com", "chatgpt.com", "auth.openai.com"],
             keep_env: vec!["OPENAI_API_KEY", "CODEX_API_KEY"],
         },

@@ -70,7 +70,38 @@ pub fn run(sources: &Sources, mut launch: Launch) -> anyhow::Result<u8> {
     }
     let plan = plan(&config)?;
     plan.warn();
+    let _modes = TerminalModes::keep();
     run_planned(&config, &launch, plan)
+}
+
+/// The modes of the terminal on standard input as the run found them, put back when it ends:
+/// a program that dies in raw mode (a full-screen agent past its time limit, or killed) would
+/// otherwise leave the person's terminal echoing nothing and ignoring Enter.
+struct TerminalModes {
+    #[cfg(target_os = "linux")]
+    found: Option<rustix::termios::Termios>,
+}
+
+impl TerminalModes {
+    fn keep() -> TerminalModes {
+        TerminalModes {
+            #[cfg(target_os = "linux")]
+            found: rustix::termios::tcgetattr(std::io::stdin()).ok(),
+        }
+    }
+}
+
+impl Drop for TerminalModes {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Some(modes) = &self.found {
+            let _ = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Now,
+                modes,
+            );
+        }
+    }
 }
 
 fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Result<u8> {

@@ -107,3 +107,4 @@ pub fn q(p: &Path) -> String {
     format!("'{}'", p.display())
 }
 pub mod engines;
+pub mod terminal;

@@ -285,7 +285,9 @@ impl RunArgs {
             argv: self.argv(),
             backend: self.backend.choice(),
             publish: self.publish.clone(),
-            ask_domains: self.sandbox.net.ask,
+            // An agent's own interface holds the terminal: a question there would break into
+            // it, so a host its profile and the settings leave out is refused (and reported).
+            ask_domains: self.sandbox.net.ask.or(self.agent.map(|_| AskVia::Deny)),
             report: self.report.clone(),
             ..Launch::default()
         }
