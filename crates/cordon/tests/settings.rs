@@ -983,3 +983,39 @@ fn limits_memory_out_of_range_is_named() {
         "\"1G\"",
     );
 }
+
+/// `--agent` adds the agent's own directory (made if missing), its hosts and its key to what
+/// the settings allow, and takes nothing away: the user's own writable place stays. The
+/// agent's key reaches the command; other credentials do not. Where the managed settings lock
+/// the hosts to their own, the agent's are left out, saying so.
+#[test]
+fn an_agent_profile_adds_its_own_and_a_managed_lock_keeps_its_hosts_out() {
+    let Some(sb) = Sandbox::new() else { return };
+    let layers = Layers::new(&sb);
+    let mine = sb.outside.join("mine");
+    std::fs::create_dir_all(&mine).expect("mkdir");
+    layers.user(&format!("[filesystem]\nallow_write = [{}]\n", q(&mine)));
+    let codex_dir = layers.home.join(".codex");
+    let mut cmd = sb.command();
+    layers.apply(&mut cmd);
+    let o = cmd
+        .args(["--agent", "codex", "--", "sh", "-c"])
+        .arg("echo $OPENAI_API_KEY/$GITHUB_TOKEN; touch ~/.codex/made \"$0\"/made")
+        .arg(&mine)
+        .env("OPENAI_API_KEY", "sk-agent")
+        .env("GITHUB_TOKEN", "ghp-other")
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "sk-agent/\n");
+    assert!(codex_dir.join("made").exists() && mine.join("made").exists());
+
+    layers.managed("[lock]\nonly_managed_domains = true\n");
+    let o = layers.run(&sb, &["--agent", "codex", "--", "true"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--agent codex: its hosts") && stderr(&o).contains("only_managed_domains"),
+        "{}",
+        stderr(&o)
+    );
+}
