@@ -31,6 +31,8 @@ def main():
     }).encode()
     ways = {
         "cordon hook claude-code": ([cordon, "hook", "claude-code"], hook_input),
+        # Codex hands its hook Claude Code's input (its shell tool is also `Bash`).
+        "cordon hook codex": ([cordon, "hook", "codex"], hook_input),
         "cordon check (same call)": ([cordon, "check", "--tool", "run_shell_command",
                                       "--args", json.dumps({"command": command})], b""),
         "true": (["true"], b""),
