@@ -1014,7 +1014,8 @@ fn an_agent_profile_adds_its_own_and_a_managed_lock_keeps_its_hosts_out() {
     let o = layers.run(&sb, &["--agent", "codex", "--", "true"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("--agent codex: its hosts") && stderr(&o).contains("only_managed_domains"),
+        stderr(&o).contains("--agent codex: its hosts")
+            && stderr(&o).contains("only_managed_domains"),
         "{}",
         stderr(&o)
     );
