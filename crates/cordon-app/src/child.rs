@@ -27,7 +27,10 @@ const MAX_REQUEST: u64 = 16 << 20;
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
     /// Run a command in the sandbox, with the settings `sources` find as the run starts.
-    Run { sources: Sources, launch: Launch },
+    Run {
+        sources: Sources,
+        launch: Box<Launch>,
+    },
     /// Serve as a run's proxy.
     Proxy(ProxyRequest),
 }
@@ -172,7 +175,7 @@ pub fn run_if_child(before: impl FnOnce()) {
 /// on standard error, as `cordon` says its own.
 fn main() -> u8 {
     let done = read_request().and_then(|request| match request {
-        Request::Run { sources, launch } => crate::run::run(&sources, launch),
+        Request::Run { sources, launch } => crate::run::run(&sources, *launch),
         #[cfg(target_os = "linux")]
         Request::Proxy(request) => crate::proxy::serve(request),
         #[cfg(not(target_os = "linux"))]

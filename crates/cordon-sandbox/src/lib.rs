@@ -13,6 +13,7 @@ pub mod container;
 pub mod gitmeta;
 #[cfg(target_os = "linux")]
 pub mod handoff;
+pub mod kubernetes;
 #[cfg(unix)]
 pub mod pattern;
 mod protect;

@@ -965,3 +965,115 @@ fn the_hook_refuses_what_it_cannot_decide() {
         stderr(&o)
     );
 }
+
+/// `--backend kubernetes --dry-run` prints the manifests as YAML documents (the schema tests
+/// in cordon-sandbox check their content); without --dry-run it says the cluster client is not
+/// built and runs nothing; what a pod cannot express, and kubernetes flags on another backend,
+/// are refused by name.
+#[test]
+fn kubernetes_dry_run_prints_manifests_and_refuses_the_rest() {
+    let env = Env::new();
+    let run = |extra: &[&str]| {
+        let args = [&["run", "--backend", "kubernetes"][..], extra].concat();
+        env.cordon(&args, None)
+    };
+    let o = run(&[
+        "--dry-run",
+        "--image",
+        "debian:12",
+        "--k8s-proxy-image",
+        "cordon:1",
+        "--allow-domain",
+        "github.com",
+        "--k8s-kind",
+        "pod",
+        "--",
+        "uname",
+        "-a",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let kinds: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("kind: "))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "ConfigMap",
+            "Service",
+            "Pod",
+            "NetworkPolicy",
+            "Pod",
+            "NetworkPolicy"
+        ],
+        "{out}"
+    );
+    assert_eq!(out.matches("---\n").count(), 6, "{out}");
+    assert!(out.contains("allow_domains = [\"github.com\"]"), "{out}");
+    assert!(out.contains("- uname\n"), "{out}");
+
+    let socket = env.path("s.sock");
+    let _listening = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    let socket = socket.to_str().expect("utf-8").to_string();
+
+    for (args, says) in [
+        (&["--image", "debian:12", "--", "true"][..], "add --dry-run"),
+        (&["--dry-run", "--", "true"][..], "no image"),
+        (
+            &[
+                "--dry-run",
+                "--image",
+                "i",
+                "--allow-domain",
+                "a.com",
+                "--",
+                "true",
+            ][..],
+            "--k8s-proxy-image",
+        ),
+        (
+            &[
+                "--dry-run",
+                "--image",
+                "i",
+                "--allow-unix-socket",
+                &socket,
+                "--",
+                "true",
+            ][..],
+            "drop --allow-unix-socket",
+        ),
+        (
+            &[
+                "--dry-run",
+                "--image",
+                "i",
+                "--publish",
+                "8080",
+                "--",
+                "true",
+            ][..],
+            "--publish leads to this machine's ports",
+        ),
+        (
+            &["--dry-run", "--k8s-kind", "deployment", "--", "true"][..],
+            "sandbox or pod",
+        ),
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+    }
+    let o = env.cordon(
+        &["run", "--namespace", "x", "--dry-run", "--", "true"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("add --backend kubernetes"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -287,7 +287,7 @@ impl Runner {
             };
             let mut child = crate::child::Child::new(&crate::child::Request::Run {
                 sources: self.sources.clone(),
-                launch,
+                launch: Box::new(launch),
             })?;
             child.install_request();
             let (cmd, sender) = child.into_parts();

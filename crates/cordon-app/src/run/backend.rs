@@ -15,6 +15,7 @@ use cordon_sandbox::{Limits, RunGuard, SandboxSpec, Violation};
 use serde::{Deserialize, Serialize};
 
 use super::container::{ContainerOptions, SandboxVar, run_container, sandbox_var};
+use super::kubernetes::KubeOptions;
 use crate::config::RunConfig;
 use crate::proxy::AskVia;
 
@@ -31,11 +32,20 @@ pub enum Backend {
     Podman,
     /// A container, in Docker or else Podman, whichever is installed.
     Container,
+    /// A pod on a Kubernetes cluster (agent-sandbox's `Sandbox`, or a plain `Pod`).
+    Kubernetes,
 }
 
 impl Backend {
     /// Every backend's name, as `--backend` and `sandbox.backend` take it.
-    pub const NAMES: [&'static str; 5] = ["linux", "seatbelt", "docker", "podman", "container"];
+    pub const NAMES: [&'static str; 6] = [
+        "linux",
+        "seatbelt",
+        "docker",
+        "podman",
+        "container",
+        "kubernetes",
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -44,6 +54,7 @@ impl Backend {
             Backend::Docker => "docker",
             Backend::Podman => "podman",
             Backend::Container => "container",
+            Backend::Kubernetes => "kubernetes",
         }
     }
 }
@@ -58,6 +69,7 @@ impl std::str::FromStr for Backend {
             Backend::Docker,
             Backend::Podman,
             Backend::Container,
+            Backend::Kubernetes,
         ]
         .into_iter()
         .find(|b| b.name().eq_ignore_ascii_case(s))
@@ -80,6 +92,7 @@ pub struct BackendChoice {
     /// The Seatbelt profile by name, or a `.sb` file.
     pub seatbelt_profile: Option<String>,
     pub container: ContainerOptions,
+    pub kubernetes: KubeOptions,
 }
 
 impl BackendChoice {
@@ -120,7 +133,7 @@ impl BackendChoice {
             );
         }
         self.backend = Some(self.backend());
-        if self.container_engine().is_some() {
+        if self.container_engine().is_some() || self.backend() == Backend::Kubernetes {
             self.container.settle(
                 config.container_image.clone(),
                 config.container_profile.clone(),
@@ -135,13 +148,34 @@ impl BackendChoice {
             Backend::Docker => Some(Some(Engine::Docker)),
             Backend::Podman => Some(Some(Engine::Podman)),
             Backend::Container => Some(None),
-            Backend::Linux | Backend::Seatbelt => None,
+            Backend::Linux | Backend::Seatbelt | Backend::Kubernetes => None,
         }
     }
 
     /// Refuses combinations that cannot run here, before anything is set up.
     pub fn validate(&self) -> anyhow::Result<()> {
+        let kube = self.backend() == Backend::Kubernetes;
+        if self.kubernetes.is_set() && !kube {
+            bail!(
+                "--k8s-kind, --namespace, --runtime-class and --k8s-proxy-image are for the kubernetes backend; add --backend kubernetes"
+            );
+        }
         match self.backend() {
+            Backend::Kubernetes if self.seatbelt_profile.is_some() => {
+                bail!("--seatbelt-profile is for the seatbelt backend; add --backend seatbelt")
+            }
+            Backend::Kubernetes
+                if self.container.container_profile.is_some()
+                    || self.container.pass_api_keys
+                    || self.container.no_ssh_agent =>
+            {
+                bail!(
+                    "--container-profile, --pass-api-keys and --no-ssh-agent are for the container backends; a pod takes --image only"
+                )
+            }
+            Backend::Kubernetes if !self.dry_run => bail!(
+                "--backend kubernetes: cordon does not talk to a cluster yet; add --dry-run to print the manifests (kubectl apply -f - runs them)"
+            ),
             Backend::Docker | Backend::Podman | Backend::Container
                 if self.seatbelt_profile.is_some() =>
             {
@@ -221,6 +255,14 @@ pub fn run_elsewhere(args: &BackendChoice, run: Elsewhere<'_>) -> anyhow::Result
                 args.validate()?;
                 bail!("--backend seatbelt: Seatbelt exists only on macOS")
             }
+        }
+        (Backend::Kubernetes, true) => {
+            super::kubernetes::print(&args.kubernetes, args.container.image.as_deref(), &run)?;
+            Ok(Some(0))
+        }
+        (Backend::Kubernetes, false) => {
+            args.validate()?;
+            bail!("--backend kubernetes: cordon does not talk to a cluster yet")
         }
         (Backend::Docker | Backend::Podman | Backend::Container, _) => {
             unreachable!("container backends are handled above")

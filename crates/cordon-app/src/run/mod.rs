@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod container;
+pub mod kubernetes;
 
 use std::path::{Path, PathBuf};
 

@@ -46,7 +46,8 @@ pub struct SandboxTable {
     /// A run may ask to leave the sandbox (`"unsandboxed": true`); the policy still decides.
     pub allow_unsandboxed_commands: Option<bool>,
     /// What enforces `cordon run` when no `--backend` flag or `CORDON_SANDBOX` says:
-    /// `linux`, `seatbelt`, `docker`, `podman` or `container` (either engine).
+    /// `linux`, `seatbelt`, `docker`, `podman`, `container` (either engine) or `kubernetes`
+    /// (which, for now, only prints its manifests with `--dry-run`).
     pub backend: Option<String>,
 }
 

@@ -11,7 +11,9 @@ use cordon_app::proxy::{AskVia, Publish};
 use cordon_app::run::Launch;
 use cordon_app::run::backend::{Backend, BackendChoice};
 use cordon_app::run::container::ContainerOptions;
+use cordon_app::run::kubernetes::KubeOptions;
 use cordon_app::settings::{self, LayerValues, some};
+use cordon_sandbox::kubernetes::Kind;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Network {
@@ -186,8 +188,8 @@ fn whole(range: &bounds::Range, s: &str) -> Result<u64, String> {
 /// Which sandbox enforces a run: the flags of `run` and `mcp`.
 #[derive(Debug, Args, Default)]
 pub struct BackendFlags {
-    /// Which sandbox enforces the run: linux, seatbelt, docker, podman or container (either
-    /// engine) [default: $CORDON_SANDBOX when it names an engine, else this OS's own].
+    /// Which sandbox enforces the run: linux, seatbelt, docker, podman, container (either
+    /// engine) or kubernetes (--dry-run prints the manifests) [default: $CORDON_SANDBOX when it names an engine, else this OS's own].
     #[arg(long, value_parser = clap::builder::TypedValueParser::map(
         clap::builder::PossibleValuesParser::new(Backend::NAMES),
         |s: String| s.parse::<Backend>().expect("one of Backend::NAMES"),
@@ -217,6 +219,19 @@ pub struct BackendFlags {
     /// Do not forward the SSH agent into the container (also CORDON_SANDBOX_SSH_AGENT=0).
     #[arg(long)]
     no_ssh_agent: bool,
+    /// What runs the sandbox on a cluster: sandbox (agent-sandbox's Sandbox) or pod (a plain
+    /// Pod, for clusters without its controller) [default: sandbox].
+    #[arg(long, value_name = "KIND", value_parser = |s: &str| Kind::parse(s).ok_or_else(|| format!("`{s}` is not a kind cordon renders; use {}", Kind::NAMES.join(" or "))))]
+    k8s_kind: Option<Kind>,
+    /// The cluster namespace the run's objects go in [default: the context's].
+    #[arg(long, value_name = "NAME")]
+    namespace: Option<String>,
+    /// The pod's runtimeClassName, e.g. gvisor or kata.
+    #[arg(long, value_name = "NAME")]
+    runtime_class: Option<String>,
+    /// An image with `cordon` in it, for the proxy pod that allowed hosts go through.
+    #[arg(long, value_name = "NAME")]
+    k8s_proxy_image: Option<String>,
 }
 
 impl BackendFlags {
@@ -230,6 +245,12 @@ impl BackendFlags {
                 container_profile: self.container_profile.clone(),
                 pass_api_keys: self.pass_api_keys,
                 no_ssh_agent: self.no_ssh_agent,
+            },
+            kubernetes: KubeOptions {
+                kind: self.k8s_kind,
+                namespace: self.namespace.clone(),
+                runtime_class: self.runtime_class.clone(),
+                proxy_image: self.k8s_proxy_image.clone(),
             },
         }
     }

@@ -1,0 +1,96 @@
+//! `--backend kubernetes`: the run's spec rendered as the manifests that run it on a cluster
+//! (`cordon_sandbox::kubernetes`), with the same `[network]` rules for the proxy pod as the
+//! local proxy would enforce. `--dry-run` prints them as YAML; cordon does not yet apply them
+//! to a cluster itself.
+
+use anyhow::Context;
+use cordon_sandbox::NetworkMode;
+use cordon_sandbox::kubernetes::{self, DEFAULT_USER, Kind, Options};
+use serde::{Deserialize, Serialize};
+
+use super::backend::{Elsewhere, run_tag};
+use crate::config::NetConfig;
+
+/// The flags of the kubernetes backend.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct KubeOptions {
+    /// `sandbox` (agent-sandbox's `Sandbox`) or `pod` [default: sandbox].
+    pub kind: Option<Kind>,
+    pub namespace: Option<String>,
+    /// `runtimeClassName`: gVisor, Kata.
+    pub runtime_class: Option<String>,
+    /// An image with `cordon` in it, for the proxy pod.
+    pub proxy_image: Option<String>,
+}
+
+impl KubeOptions {
+    pub fn is_set(&self) -> bool {
+        self.kind.is_some()
+            || self.namespace.is_some()
+            || self.runtime_class.is_some()
+            || self.proxy_image.is_some()
+    }
+}
+
+/// Prints the manifests for `run` as YAML documents, and on standard error what the cluster
+/// enforces less strictly than asked.
+pub fn print(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> anyhow::Result<()> {
+    let mut spec = run.spec.clone();
+    if run.publishes {
+        // The local runner makes the way in; on a cluster it would lead to this machine.
+        return Err(kubernetes::KubeError::Inbound.into());
+    }
+    if run.config.net.any_allowed() {
+        // The ports are the proxy pod's; the spec only says "through the proxy".
+        spec.network = NetworkMode::Proxy(cordon_sandbox::ProxyEndpoint {
+            socket: None,
+            http_port: kubernetes::PROXY_PORT,
+            socks_port: kubernetes::PROXY_PORT,
+        });
+    }
+    let shutdown_time = spec.limits.timeout.map(|limit| {
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now() + limit).to_string()
+    });
+    let options = Options {
+        kind: kube.kind.unwrap_or_default(),
+        name: format!("cordon-{}", &run_tag()[..10]),
+        namespace: kube.namespace.clone(),
+        image: image.unwrap_or_default().to_string(),
+        runtime_class: kube.runtime_class.clone(),
+        user: DEFAULT_USER,
+        shutdown_time,
+        proxy_image: kube.proxy_image.clone(),
+        proxy_settings: Some(network_settings(&run.config.net)?),
+    };
+    let manifests = kubernetes::render(&spec, &options)?;
+    for why in run.weaker.iter().chain(&manifests.weaker) {
+        eprintln!("cordon: warning: on the cluster, weaker than asked: {why}");
+    }
+    for object in &manifests.objects {
+        println!("---");
+        print!(
+            "{}",
+            serde_yaml_ng::to_string(object).context("cannot write a manifest as YAML")?
+        );
+    }
+    Ok(())
+}
+
+/// The run's hosts as the `[network]` of a cordon.toml, for the proxy pod: the same rules the
+/// local proxy would follow.
+fn network_settings(net: &NetConfig) -> anyhow::Result<String> {
+    let mut network = toml::Table::new();
+    let list = |l: &[String]| toml::Value::Array(l.iter().cloned().map(Into::into).collect());
+    network.insert("allow_domains".into(), list(&net.allow_domains));
+    network.insert("deny_domains".into(), list(&net.deny_domains));
+    network.insert(
+        "allow_private_ips".into(),
+        toml::Value::Boolean(net.allow_private_ips),
+    );
+    if let Some(upstream) = &net.upstream_proxy {
+        network.insert("upstream_proxy".into(), upstream.clone().into());
+    }
+    let mut doc = toml::Table::new();
+    doc.insert("network".into(), toml::Value::Table(network));
+    toml::to_string(&doc).context("cannot write the proxy's settings")
+}

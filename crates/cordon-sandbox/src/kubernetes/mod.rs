@@ -1,0 +1,434 @@
+//! The Kubernetes builder: a [`SandboxSpec`] rendered as the manifests that run it on a
+//! cluster, beside the Seatbelt and container builders. Pure: the same spec and options give the
+//! same manifests, and nothing here talks to a cluster.
+//!
+//! What it renders, for a run named `NAME`:
+//! - the sandbox itself: an agent-sandbox `Sandbox` (`agents.x-k8s.io/v1beta1`), or a plain
+//!   `Pod` for clusters without the controller, with secure defaults: a non-root user, no
+//!   privilege escalation, every capability dropped, the runtime's default seccomp profile, a
+//!   read-only root file system with writable volumes for the working directory and `/tmp`, and
+//!   no service account token;
+//! - a `NetworkPolicy` that lets the sandbox reach nothing (no DNS either), or, with allowed
+//!   hosts, only cordon's proxy;
+//! - with allowed hosts, the proxy as a `Pod` of its own with a `Service`, its rules in a
+//!   `ConfigMap`, and a `NetworkPolicy` that lets only the sandbox reach it. A proxy inside the
+//!   sandbox's pod would share its network, and no NetworkPolicy could then tell the proxy's
+//!   traffic from the command's.
+//!
+//! The sandbox finds the proxy without DNS, which would be a way out of its own: the Service is
+//! made first, so Kubernetes hands the pod its address as `NAME_PROXY_SERVICE_HOST`, which the
+//! proxy variables refer to (`$(…)`, expanded by the kubelet).
+//!
+//! What a pod cannot express is an error ([`KubeError`]), never dropped in silence; what it
+//! enforces less strictly than the Linux sandbox is listed in [`Manifests::weaker`].
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::{NetworkMode, SandboxSpec};
+
+#[cfg(test)]
+mod tests;
+
+/// Which object runs the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// agent-sandbox's `Sandbox`: a pod with a lifecycle (`shutdownTime`).
+    #[default]
+    Sandbox,
+    /// A plain `Pod`, for clusters without the agent-sandbox controller; its time limit is
+    /// `activeDeadlineSeconds`.
+    Pod,
+}
+
+impl Kind {
+    pub const NAMES: [&'static str; 2] = ["sandbox", "pod"];
+
+    pub fn parse(name: &str) -> Option<Kind> {
+        match name {
+            "sandbox" => Some(Kind::Sandbox),
+            "pod" => Some(Kind::Pod),
+            _ => None,
+        }
+    }
+}
+
+/// The user a sandbox runs as unless told otherwise: not root, and no user an image is likely
+/// to own files as.
+pub const DEFAULT_USER: u32 = 65532;
+
+/// The proxy's port, for HTTP and SOCKS5 alike.
+pub const PROXY_PORT: u16 = 3128;
+
+/// What the cluster needs besides the spec.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub kind: Kind,
+    /// The run's name, a DNS label: every object's name starts with it.
+    pub name: String,
+    pub namespace: Option<String>,
+    /// The image the command runs in.
+    pub image: String,
+    /// `runtimeClassName`: gVisor, Kata, where the cluster has them.
+    pub runtime_class: Option<String>,
+    /// The user (and group) the command runs as; root (0) only when asked for explicitly.
+    pub user: u32,
+    /// When the `Sandbox` ends whatever happens to cordon, RFC 3339: the run's time limit from
+    /// when it starts.
+    pub shutdown_time: Option<String>,
+    /// The proxy's image (one with `cordon` in it), needed when hosts are allowed.
+    pub proxy_image: Option<String>,
+    /// The proxy's rules, as the `[network]` of a cordon.toml: the same rules, SNI check and
+    /// refusal report as the local proxy.
+    pub proxy_settings: Option<String>,
+}
+
+/// The rendered objects, in the order they must be created.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifests {
+    pub objects: Vec<Value>,
+    /// What the cluster enforces less strictly than cordon's Linux sandbox would, for a
+    /// warning.
+    pub weaker: Vec<String>,
+}
+
+/// What a pod cannot express.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum KubeError {
+    #[error("no command to run")]
+    NoCommand,
+    #[error(
+        "`{0}` is not a name Kubernetes takes: use at most 40 lower-case letters, digits and `-`, starting with a letter"
+    )]
+    BadName(String),
+    #[error(
+        "no image: give --image (the command runs in it, with the working directory copied in)"
+    )]
+    NoImage,
+    #[error(
+        "--network host has no meaning on a cluster: allow the hosts the command needs (--allow-domain)"
+    )]
+    HostNetwork,
+    #[error(
+        "allowed hosts need cordon's proxy on the cluster: give --k8s-proxy-image, an image with `cordon` in it"
+    )]
+    NoProxyImage,
+    #[error(
+        "{0} is writable in this run, but only the working directory is copied to the pod and back; drop --allow-write {0}, or run elsewhere"
+    )]
+    WritableElsewhere(PathBuf),
+    #[error(
+        "Unix sockets ({0}) are on this machine, not in the pod; drop --allow-unix-socket, or run locally"
+    )]
+    UnixSocket(PathBuf),
+    #[error("--publish leads to this machine's ports, which a pod does not have; run locally")]
+    Inbound,
+}
+
+/// The manifests that run `spec` on a cluster.
+pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError> {
+    if spec.argv.is_empty() {
+        return Err(KubeError::NoCommand);
+    }
+    if !valid_name(&opts.name) {
+        return Err(KubeError::BadName(opts.name.clone()));
+    }
+    if opts.image.is_empty() {
+        return Err(KubeError::NoImage);
+    }
+    if let Some(socket) = spec.unix_sockets.first() {
+        return Err(KubeError::UnixSocket(socket.clone()));
+    }
+    if spec.inbound.is_some() {
+        return Err(KubeError::Inbound);
+    }
+    let tmp = Path::new("/tmp");
+    // The working directory and the run's own temporary directory are the pod's volumes;
+    // anything else writable would be a host path the pod does not have.
+    let tmpdir = spec
+        .env
+        .iter()
+        .find(|(k, _)| k == "TMPDIR")
+        .map(|(_, v)| PathBuf::from(v));
+    if let Some(other) = spec.writable.iter().find(|w| {
+        !w.starts_with(&spec.cwd) && !w.starts_with(tmp) && Some(w.as_path()) != tmpdir.as_deref()
+    }) {
+        return Err(KubeError::WritableElsewhere(other.clone()));
+    }
+    let proxied = match &spec.network {
+        NetworkMode::Host => return Err(KubeError::HostNetwork),
+        NetworkMode::None => false,
+        NetworkMode::Proxy(_) => true,
+    };
+    let proxy_image = match (proxied, &opts.proxy_image) {
+        (true, None) => return Err(KubeError::NoProxyImage),
+        (true, Some(image)) => Some(image.as_str()),
+        (false, _) => None,
+    };
+    let mut weaker = Vec::new();
+    if spec.limits.max_processes.is_some() {
+        weaker.push(
+            "the process limit: a pod's is the cluster's (the kubelet's podPidsLimit), not the run's"
+                .to_string(),
+        );
+    }
+    if spec.limits.cpu_seconds.is_some() {
+        weaker.push("the CPU time limit: a pod has a CPU rate limit, not a total".to_string());
+    }
+    let name = &opts.name;
+    let proxy_name = format!("{name}-proxy");
+    let mut objects = Vec::new();
+    if let Some(image) = proxy_image {
+        objects.extend(proxy(opts, &proxy_name, image));
+    }
+    let pod = pod_spec(spec, opts, proxied.then_some(proxy_name.as_str()));
+    let labels = labels(name, "sandbox");
+    objects.push(match opts.kind {
+        Kind::Sandbox => {
+            let mut body = json!({
+                "podTemplate": {"metadata": {"labels": labels}, "spec": pod},
+                "shutdownPolicy": "Delete",
+            });
+            if let Some(t) = &opts.shutdown_time {
+                body["shutdownTime"] = json!(t);
+            }
+            json!({
+                "apiVersion": "agents.x-k8s.io/v1beta1",
+                "kind": "Sandbox",
+                "metadata": metadata(name, opts, "sandbox"),
+                "spec": body,
+            })
+        }
+        Kind::Pod => {
+            let mut pod = pod;
+            if let Some(limit) = spec.limits.timeout {
+                pod["activeDeadlineSeconds"] = json!(limit.as_secs().max(1));
+            }
+            json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": metadata(name, opts, "sandbox"),
+                "spec": pod,
+            })
+        }
+    });
+    // The sandbox may reach nothing, or only its proxy; nothing may reach it.
+    let egress = if proxied {
+        json!([{
+            "to": [{"podSelector": {"matchLabels": selector(name, "proxy")}}],
+            "ports": [{"protocol": "TCP", "port": PROXY_PORT}],
+        }])
+    } else {
+        json!([])
+    };
+    objects.push(json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(&format!("{name}-sandbox"), opts, "sandbox"),
+        "spec": {
+            "podSelector": {"matchLabels": selector(name, "sandbox")},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [],
+            "egress": egress,
+        },
+    }));
+    Ok(Manifests { objects, weaker })
+}
+
+/// A DNS label short enough for every name derived from it (`NAME-proxy-settings`).
+fn valid_name(name: &str) -> bool {
+    name.len() <= 40
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+fn labels(name: &str, role: &str) -> Value {
+    let mut l = selector(name, role);
+    l["app.kubernetes.io/managed-by"] = json!("cordon");
+    l
+}
+
+fn selector(name: &str, role: &str) -> Value {
+    json!({"cordon.dev/run": name, "cordon.dev/role": role})
+}
+
+fn metadata(name: &str, opts: &Options, role: &str) -> Value {
+    let mut m = json!({"name": name, "labels": labels(&opts.name, role)});
+    if let Some(ns) = &opts.namespace {
+        m["namespace"] = json!(ns);
+    }
+    m
+}
+
+/// The restrictions every container of a run gets.
+fn container_security(user: u32) -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "privileged": false,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": true,
+        "runAsNonRoot": user != 0,
+        "runAsUser": user,
+        "runAsGroup": user,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    })
+}
+
+fn pod_spec(spec: &SandboxSpec, opts: &Options, proxy: Option<&str>) -> Value {
+    let cwd = spec.cwd.to_string_lossy();
+    // Variables that name this machine's proxy ports or temporary directory mean nothing in
+    // the pod: the pod's own take their place.
+    let local = |k: &str| {
+        let k = k.to_ascii_uppercase();
+        matches!(
+            k.as_str(),
+            "HTTP_PROXY" | "HTTPS_PROXY" | "ALL_PROXY" | "NO_PROXY" | "TMPDIR" | "HOME"
+        )
+    };
+    let mut env: Vec<Value> = spec
+        .env
+        .iter()
+        .filter(|(k, _)| !local(k))
+        .map(|(k, v)| json!({"name": k, "value": v.replace("$(", "$$(")}))
+        .collect();
+    env.push(json!({"name": "TMPDIR", "value": "/tmp"}));
+    env.push(json!({"name": "HOME", "value": "/tmp"}));
+    if let Some(proxy) = proxy {
+        let host = format!(
+            "$({}_SERVICE_HOST)",
+            proxy.to_ascii_uppercase().replace('-', "_")
+        );
+        let http = format!("http://{host}:{PROXY_PORT}");
+        let socks = format!("socks5h://{host}:{PROXY_PORT}");
+        for (k, v) in [
+            ("HTTP_PROXY", &http),
+            ("HTTPS_PROXY", &http),
+            ("http_proxy", &http),
+            ("https_proxy", &http),
+            ("ALL_PROXY", &socks),
+            ("all_proxy", &socks),
+        ] {
+            env.push(json!({"name": k, "value": v}));
+        }
+    }
+    let mut resources = serde_json::Map::new();
+    if let Some(bytes) = spec.limits.memory_bytes {
+        resources.insert("memory".into(), json!(bytes.to_string()));
+    }
+    if let Some(millis) = spec.limits.cpu_millis {
+        resources.insert("cpu".into(), json!(format!("{millis}m")));
+    }
+    let mut tmp = json!({});
+    if let Some(bytes) = spec.limits.scratch_bytes {
+        tmp["sizeLimit"] = json!(bytes.to_string());
+    }
+    let mut container = json!({
+        "name": "run",
+        "image": opts.image,
+        "command": spec.argv,
+        "workingDir": cwd,
+        "env": env,
+        "securityContext": container_security(opts.user),
+        "volumeMounts": [
+            {"name": "workspace", "mountPath": cwd},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    });
+    if !resources.is_empty() {
+        container["resources"] = json!({"limits": resources});
+    }
+    let mut pod = json!({
+        "automountServiceAccountToken": false,
+        // The proxy's address reaches the command as a service variable.
+        "enableServiceLinks": proxy.is_some(),
+        "restartPolicy": "Never",
+        "securityContext": {
+            "runAsNonRoot": opts.user != 0,
+            "runAsUser": opts.user,
+            "runAsGroup": opts.user,
+            "fsGroup": opts.user,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [
+            {"name": "workspace", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": tmp},
+        ],
+    });
+    if let Some(class) = &opts.runtime_class {
+        pod["runtimeClassName"] = json!(class);
+    }
+    pod
+}
+
+/// cordon's proxy on the cluster: its settings, the pod, the Service the sandbox reaches it
+/// by, and a NetworkPolicy that lets only the sandbox in. It may reach out anywhere: which
+/// host it connects to is what its rules decide.
+fn proxy(opts: &Options, proxy_name: &str, image: &str) -> Vec<Value> {
+    let settings_name = format!("{proxy_name}-settings");
+    let settings = opts.proxy_settings.clone().unwrap_or_default();
+    let listen = format!("0.0.0.0:{PROXY_PORT}");
+    vec![
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": metadata(&settings_name, opts, "proxy"),
+            "data": {"cordon.toml": settings},
+        }),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": metadata(proxy_name, opts, "proxy"),
+            "spec": {
+                "selector": selector(&opts.name, "proxy"),
+                "ports": [{"name": "proxy", "protocol": "TCP", "port": PROXY_PORT,
+                           "targetPort": PROXY_PORT}],
+            },
+        }),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": metadata(proxy_name, opts, "proxy"),
+            "spec": {
+                "automountServiceAccountToken": false,
+                "enableServiceLinks": false,
+                "restartPolicy": "Never",
+                "securityContext": {
+                    "runAsNonRoot": true,
+                    "runAsUser": DEFAULT_USER,
+                    "runAsGroup": DEFAULT_USER,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "containers": [{
+                    "name": "proxy",
+                    "image": image,
+                    "command": ["cordon", "proxy", "--listen", listen,
+                                "--settings", "/etc/cordon/cordon.toml", "--ask-domains", "deny"],
+                    "ports": [{"containerPort": PROXY_PORT, "protocol": "TCP"}],
+                    "securityContext": container_security(DEFAULT_USER),
+                    "volumeMounts": [{"name": "settings", "mountPath": "/etc/cordon",
+                                      "readOnly": true}],
+                }],
+                "volumes": [{"name": "settings", "configMap": {"name": settings_name}}],
+            },
+        }),
+        json!({
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": metadata(proxy_name, opts, "proxy"),
+            "spec": {
+                "podSelector": {"matchLabels": selector(&opts.name, "proxy")},
+                "policyTypes": ["Ingress"],
+                "ingress": [{
+                    "from": [{"podSelector": {"matchLabels": selector(&opts.name, "sandbox")}}],
+                    "ports": [{"protocol": "TCP", "port": PROXY_PORT}],
+                }],
+            },
+        }),
+    ]
+}

@@ -1,0 +1,246 @@
+//! The manifests, default by default, and every spec feature a pod cannot express refused by
+//! name. `tests/kubernetes_schema.rs` validates the rendered objects against agent-sandbox's
+//! published schemas.
+
+use std::time::Duration;
+
+use super::*;
+use crate::{Limits, ProxyEndpoint};
+
+fn spec() -> SandboxSpec {
+    SandboxSpec {
+        argv: vec!["make".into(), "test".into()],
+        cwd: "/home/ada/proj".into(),
+        env: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("HTTP_PROXY".into(), "http://127.0.0.1:3128".into()),
+            ("GREETING".into(), "$(HOSTNAME) says hi".into()),
+        ],
+        writable: vec!["/home/ada/proj".into()],
+        read_only: vec![],
+        hidden: vec![],
+        reopened: vec![],
+        network: NetworkMode::None,
+        limits: Limits::default(),
+        cgroups: vec![],
+        unix_sockets: vec![],
+        isolation: Default::default(),
+        allow_local_binding: false,
+        inbound: None,
+        own_terminal: false,
+        cwd_identity: None,
+    }
+}
+
+fn options() -> Options {
+    Options {
+        name: "cordon-proj-0123".into(),
+        image: "debian:12".into(),
+        user: DEFAULT_USER,
+        ..Options::default()
+    }
+}
+
+fn proxied(mut spec: SandboxSpec) -> SandboxSpec {
+    spec.network = NetworkMode::Proxy(ProxyEndpoint {
+        socket: None,
+        http_port: 3128,
+        socks_port: 1080,
+    });
+    spec
+}
+
+fn kinds(m: &Manifests) -> Vec<&str> {
+    m.objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap_or_default())
+        .collect()
+}
+
+/// The secure defaults, each in place: non-root, no escalation, no capabilities, the
+/// runtime's seccomp profile, a read-only root with the working directory and /tmp writable,
+/// no service account token, and a network policy that lets the pod reach nothing.
+#[test]
+fn a_sandbox_is_locked_down_by_default() {
+    let mut opts = options();
+    opts.shutdown_time = Some("2026-11-25T10:00:00Z".into());
+    let m = render(&spec(), &opts).expect("renders");
+    assert_eq!(kinds(&m), ["Sandbox", "NetworkPolicy"]);
+    let sandbox = &m.objects[0];
+    assert_eq!(sandbox["apiVersion"], "agents.x-k8s.io/v1beta1");
+    assert_eq!(sandbox["spec"]["shutdownTime"], "2026-11-25T10:00:00Z");
+    assert_eq!(sandbox["spec"]["shutdownPolicy"], "Delete");
+    let pod = &sandbox["spec"]["podTemplate"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["enableServiceLinks"], false);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let c = &pod["containers"][0];
+    assert_eq!(c["command"], json!(["make", "test"]));
+    assert_eq!(c["workingDir"], "/home/ada/proj");
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["runAsUser"], DEFAULT_USER);
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+    let mounts: Vec<&str> = c["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .map(|m| m["mountPath"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(mounts, ["/home/ada/proj", "/tmp"]);
+    // This machine's proxy variable is gone; a value that looks like a Kubernetes reference
+    // stays literal.
+    let env = &c["env"];
+    assert!(!env.to_string().contains("127.0.0.1"), "{env}");
+    assert!(env.to_string().contains("$$(HOSTNAME) says hi"), "{env}");
+    let policy = &m.objects[1];
+    assert_eq!(policy["spec"]["egress"], json!([]));
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"],
+        sandbox["spec"]["podTemplate"]["metadata"]["labels"]["cordon.dev/run"]
+            .as_str()
+            .map(|run| json!({"cordon.dev/run": run, "cordon.dev/role": "sandbox"}))
+            .expect("labels")
+    );
+}
+
+/// With allowed hosts: the proxy's settings, Service and pod come first, the sandbox reaches
+/// the proxy by the address its Service variable gives (no DNS), and the policies let the
+/// sandbox reach only the proxy and only the sandbox reach the proxy.
+#[test]
+fn allowed_hosts_go_through_a_proxy_pod_only() {
+    let mut opts = options();
+    opts.proxy_image = Some("cordon:1".into());
+    opts.proxy_settings = Some("[network]\nallow_domains = [\"github.com\"]\n".into());
+    opts.namespace = Some("agents".into());
+    let m = render(&proxied(spec()), &opts).expect("renders");
+    assert_eq!(
+        kinds(&m),
+        [
+            "ConfigMap",
+            "Service",
+            "Pod",
+            "NetworkPolicy",
+            "Sandbox",
+            "NetworkPolicy"
+        ]
+    );
+    assert!(
+        m.objects
+            .iter()
+            .all(|o| o["metadata"]["namespace"] == "agents")
+    );
+    assert_eq!(
+        m.objects[0]["data"]["cordon.toml"],
+        "[network]\nallow_domains = [\"github.com\"]\n"
+    );
+    let env = m.objects[4]["spec"]["podTemplate"]["spec"]["containers"][0]["env"].to_string();
+    assert!(
+        env.contains("http://$(CORDON_PROJ_0123_PROXY_SERVICE_HOST):3128"),
+        "{env}"
+    );
+    assert_eq!(
+        m.objects[4]["spec"]["podTemplate"]["spec"]["enableServiceLinks"],
+        true
+    );
+    let egress = &m.objects[5]["spec"]["egress"];
+    assert_eq!(
+        egress[0]["to"][0]["podSelector"]["matchLabels"]["cordon.dev/role"],
+        "proxy"
+    );
+    assert_eq!(
+        egress.as_array().map(Vec::len),
+        Some(1),
+        "no DNS, nothing else"
+    );
+    let ingress = &m.objects[3]["spec"]["ingress"][0]["from"][0]["podSelector"];
+    assert_eq!(ingress["matchLabels"]["cordon.dev/role"], "sandbox");
+}
+
+/// A plain Pod for clusters without the controller: the time limit is its deadline.
+#[test]
+fn a_plain_pod_has_the_time_limit_as_its_deadline() {
+    let mut spec = spec();
+    spec.limits = Limits {
+        timeout: Some(Duration::from_millis(90_500)),
+        memory_bytes: Some(512 << 20),
+        cpu_millis: Some(1500),
+        max_processes: Some(4096),
+        ..Limits::default()
+    };
+    let mut opts = options();
+    opts.kind = Kind::Pod;
+    opts.runtime_class = Some("gvisor".into());
+    let m = render(&spec, &opts).expect("renders");
+    assert_eq!(kinds(&m), ["Pod", "NetworkPolicy"]);
+    let pod = &m.objects[0]["spec"];
+    assert_eq!(pod["activeDeadlineSeconds"], 90);
+    assert_eq!(pod["runtimeClassName"], "gvisor");
+    assert_eq!(
+        pod["containers"][0]["resources"]["limits"],
+        json!({"memory": "536870912", "cpu": "1500m"})
+    );
+    assert_eq!(m.weaker.len(), 1, "{:?}", m.weaker);
+    assert!(m.weaker[0].contains("process limit"));
+}
+
+/// What a pod cannot express is refused, saying what to change.
+#[test]
+fn what_a_pod_cannot_express_is_refused_by_name() {
+    let opts = options();
+    let refused = |spec: SandboxSpec, opts: &Options| render(&spec, opts).expect_err("refused");
+    let mut s = spec();
+    s.writable.push("/home/ada/.cache".into());
+    assert_eq!(
+        refused(s, &opts),
+        KubeError::WritableElsewhere("/home/ada/.cache".into())
+    );
+    let mut s = spec();
+    s.unix_sockets.push("/run/docker.sock".into());
+    assert!(matches!(refused(s, &opts), KubeError::UnixSocket(_)));
+    let mut s = spec();
+    s.inbound = Some("/run/cordon/in.sock".into());
+    assert_eq!(refused(s, &opts), KubeError::Inbound);
+    let mut s = spec();
+    s.network = NetworkMode::Host;
+    assert_eq!(refused(s, &opts), KubeError::HostNetwork);
+    assert_eq!(refused(proxied(spec()), &opts), KubeError::NoProxyImage);
+    let mut s = spec();
+    s.argv.clear();
+    assert_eq!(refused(s, &opts), KubeError::NoCommand);
+    for bad in ["Upper", "-lead", "trail-", "dots.in", &"x".repeat(41)] {
+        let mut o = options();
+        o.name = bad.to_string();
+        assert!(
+            matches!(refused(spec(), &o), KubeError::BadName(_)),
+            "{bad}"
+        );
+    }
+    let mut o = options();
+    o.image.clear();
+    assert_eq!(refused(spec(), &o), KubeError::NoImage);
+    // The message names the flag to change.
+    assert!(
+        KubeError::WritableElsewhere("/x".into())
+            .to_string()
+            .contains("--allow-write /x")
+    );
+}
+
+/// Root only when asked for: the pod then says it may run as root.
+#[test]
+fn root_only_when_asked() {
+    let mut opts = options();
+    opts.user = 0;
+    let m = render(&spec(), &opts).expect("renders");
+    let pod = &m.objects[0]["spec"]["podTemplate"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], false);
+    assert_eq!(pod["containers"][0]["securityContext"]["runAsUser"], 0);
+    assert_eq!(
+        pod["containers"][0]["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+}

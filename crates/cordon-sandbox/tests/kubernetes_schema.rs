@@ -1,0 +1,183 @@
+//! Every manifest variant the Kubernetes builder renders, validated against agent-sandbox's own
+//! CRD schemas (`../shared/k8s/` beside the project, or `CORDON_K8S_CRDS`), which carry the
+//! full `PodSpec`. A plain `Pod`'s spec is checked against the same `PodSpec` schema. Without
+//! the schemas the tests skip, saying so (a failure where `CORDON_TEST_NO_SKIP` is set).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cordon_sandbox::kubernetes::{DEFAULT_USER, Kind, Manifests, Options, render};
+use cordon_sandbox::{Limits, NetworkMode, ProxyEndpoint, SandboxSpec};
+use serde_json::{Value, json};
+
+fn crds() -> Option<PathBuf> {
+    let dir = std::env::var_os("CORDON_K8S_CRDS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/k8s"));
+    if dir.join("agents.x-k8s.io_sandboxes.yaml").is_file() {
+        return Some(dir);
+    }
+    let why = format!(
+        "agent-sandbox's CRDs are not at {} (set CORDON_K8S_CRDS)",
+        dir.display()
+    );
+    assert!(
+        std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+        "{why} (CORDON_TEST_NO_SKIP is set)"
+    );
+    eprintln!("kubernetes schema tests skipped: {why}");
+    None
+}
+
+/// The `openAPIV3Schema` of `version` in the CRD file `name`.
+fn schema(dir: &std::path::Path, name: &str, version: &str) -> Value {
+    let text = std::fs::read_to_string(dir.join(name)).expect("read the CRD");
+    let crd: Value = serde_yaml_ng::from_str(&text).expect("the CRD is YAML");
+    crd["spec"]["versions"]
+        .as_array()
+        .expect("versions")
+        .iter()
+        .find(|v| v["name"] == version)
+        .map(|v| v["schema"]["openAPIV3Schema"].clone())
+        .expect("the version")
+}
+
+/// The reasons `instance` does not fit `schema`.
+fn problems(schema: &Value, instance: &Value) -> Vec<String> {
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft4)
+        .build(schema)
+        .expect("a schema the validator takes");
+    validator
+        .iter_errors(instance)
+        .map(|e| format!("{}: {e}", e.instance_path))
+        .collect()
+}
+
+fn spec() -> SandboxSpec {
+    SandboxSpec {
+        argv: vec!["sh".into(), "-c".into(), "make test".into()],
+        cwd: "/home/ada/proj".into(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        writable: vec!["/home/ada/proj".into()],
+        read_only: vec![],
+        hidden: vec![],
+        reopened: vec![],
+        network: NetworkMode::None,
+        limits: Limits {
+            memory_bytes: Some(1 << 30),
+            cpu_millis: Some(500),
+            scratch_bytes: Some(1 << 30),
+            timeout: Some(Duration::from_secs(600)),
+            ..Limits::default()
+        },
+        cgroups: vec![],
+        unix_sockets: vec![],
+        isolation: Default::default(),
+        allow_local_binding: false,
+        inbound: None,
+        own_terminal: false,
+        cwd_identity: None,
+    }
+}
+
+/// Each option and network mode the builder takes, as (what, manifests).
+fn variants() -> Vec<(String, Manifests)> {
+    let base = Options {
+        name: "cordon-proj-0123".into(),
+        image: "debian:12".into(),
+        user: DEFAULT_USER,
+        ..Options::default()
+    };
+    let proxied = {
+        let mut s = spec();
+        s.network = NetworkMode::Proxy(ProxyEndpoint {
+            socket: None,
+            http_port: 3128,
+            socks_port: 1080,
+        });
+        s
+    };
+    let with = |f: &dyn Fn(&mut Options)| {
+        let mut o = base.clone();
+        f(&mut o);
+        o
+    };
+    let cases: Vec<(&str, SandboxSpec, Options)> = vec![
+        ("defaults", spec(), base.clone()),
+        (
+            "shutdown time",
+            spec(),
+            with(&|o| o.shutdown_time = Some("2026-11-25T10:00:00Z".into())),
+        ),
+        (
+            "namespace and runtime class",
+            spec(),
+            with(&|o| {
+                o.namespace = Some("agents".into());
+                o.runtime_class = Some("gvisor".into());
+            }),
+        ),
+        ("root, asked for", spec(), with(&|o| o.user = 0)),
+        (
+            "allowed hosts",
+            proxied.clone(),
+            with(&|o| {
+                o.proxy_image = Some("cordon:1".into());
+                o.proxy_settings = Some("[network]\nallow_domains = [\"github.com\"]\n".into());
+            }),
+        ),
+        ("a plain pod", spec(), with(&|o| o.kind = Kind::Pod)),
+        (
+            "a plain pod with allowed hosts",
+            proxied,
+            with(&|o| {
+                o.kind = Kind::Pod;
+                o.proxy_image = Some("cordon:1".into());
+            }),
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(what, s, o)| (what.to_string(), render(&s, &o).expect(what)))
+        .collect()
+}
+
+#[test]
+fn every_rendered_sandbox_and_pod_fits_agent_sandboxs_schema() {
+    let Some(dir) = crds() else { return };
+    let sandbox = schema(&dir, "agents.x-k8s.io_sandboxes.yaml", "v1beta1");
+    let pod_spec =
+        &sandbox["properties"]["spec"]["properties"]["podTemplate"]["properties"]["spec"];
+    let mut checked = 0;
+    for (what, m) in variants() {
+        for object in &m.objects {
+            let found = match object["kind"].as_str() {
+                Some("Sandbox") => problems(&sandbox, object),
+                Some("Pod") => problems(pod_spec, &object["spec"]),
+                _ => continue,
+            };
+            assert!(found.is_empty(), "{what}: {}\n{object:#}", found.join("\n"));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 9, "every variant's pods were checked: {checked}");
+}
+
+/// The validator does refuse what does not fit: a Sandbox with a shutdown policy the schema
+/// does not list, and a pod whose container lacks its name.
+#[test]
+fn the_schema_check_refuses_what_does_not_fit() {
+    let Some(dir) = crds() else { return };
+    let sandbox = schema(&dir, "agents.x-k8s.io_sandboxes.yaml", "v1beta1");
+    let (_, m) = variants().remove(0);
+    let mut bad = m.objects[0].clone();
+    bad["spec"]["shutdownPolicy"] = json!("Sometimes");
+    assert!(!problems(&sandbox, &bad).is_empty());
+    let mut bad = m.objects[0].clone();
+    bad["spec"]["podTemplate"]["spec"]["containers"][0]
+        .as_object_mut()
+        .expect("a container")
+        .remove("name");
+    assert!(!problems(&sandbox, &bad).is_empty());
+}
