@@ -864,3 +864,81 @@ for_each_engine!(
     a_killed_launcher_leaves_no_container,
     sigint_to_the_launcher_removes_the_container
 );
+
+/// The Pod `--backend kubernetes --k8s-kind pod` renders, run for real by `podman kube play`
+/// (no cluster is reachable here): the command runs as the unprivileged user in the working
+/// directory, its output and exit status come back, the working directory and /tmp are
+/// writable and the rest is read-only. Podman does not implement NetworkPolicy; `--network
+/// none` stands in for the policy that lets a pod with no allowed host reach nothing, so this
+/// checks the pod has no way out but not the policy itself (docs/PLATFORMS.md).
+#[test]
+fn the_rendered_pod_runs_under_podman_kube_play() {
+    let Some(p) = Project::new(Eng::Podman) else {
+        return;
+    };
+    let script = "echo hi; id -u; pwd; echo x > /etc/planted; echo y > ./in-ws && echo ws-ok; \
+                  echo t > /tmp/t && echo tmp-ok; echo nets: $(ls /sys/class/net); exit 3";
+    let image = format!("localhost/{IMAGE}");
+    let o = Command::new(cordon_bin())
+        .args([
+            "run",
+            "--backend",
+            "kubernetes",
+            "--k8s-kind",
+            "pod",
+            "--dry-run",
+        ])
+        .args(["--image", &image, "--", "sh", "-c", script])
+        .current_dir(p.path())
+        .output()
+        .expect("run cordon");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let yaml = stdout(&o);
+    let pod = yaml
+        .split("---\n")
+        .find(|doc| doc.lines().any(|l| l == "kind: Pod"))
+        .expect("a Pod");
+    let name = pod
+        .lines()
+        .skip_while(|l| *l != "metadata:")
+        .find_map(|l| l.strip_prefix("  name: "))
+        .expect("the pod's name")
+        .to_string();
+    let file = p.path().join("pod.yaml");
+    std::fs::write(&file, pod).expect("write");
+    let file = file.to_str().expect("utf-8");
+    let played = Eng::Podman.run(&["kube", "play", "--network", "none", file]);
+    assert!(played.status.success(), "{}", stderr(&played));
+    let container = format!("{name}-run");
+    let end = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        let state = Eng::Podman.run(&[
+            "inspect",
+            &container,
+            "--format",
+            "{{.State.Status}} {{.State.ExitCode}}",
+        ]);
+        let state = stdout(&state);
+        if let Some(code) = state.trim().strip_prefix("exited ") {
+            break code.to_string();
+        }
+        assert!(Instant::now() < end, "still {state}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let logs = Eng::Podman.run(&["logs", &container]);
+    let said = format!("{}{}", stdout(&logs), stderr(&logs));
+    Eng::Podman.run(&["kube", "down", file]);
+    assert_eq!(code, "3", "{said}");
+    let cwd = p.path().to_str().expect("utf-8");
+    for want in [
+        "hi\n",
+        "65532\n",
+        &format!("{cwd}\n"),
+        "Read-only file system",
+        "ws-ok\n",
+        "tmp-ok\n",
+        "nets: lo\n",
+    ] {
+        assert!(said.contains(want), "{want:?} in:\n{said}");
+    }
+}
