@@ -46,8 +46,9 @@ pub enum Isolation {
     LandlockOnly,
 }
 
-/// One run: the command and everything it may touch.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One run: the command and everything it may touch. The default touches nothing: no
+/// command, nothing writable, no network.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SandboxSpec {
     /// Program and arguments; the program is looked up on the sandbox's `PATH`.
     pub argv: Vec<String>,

@@ -60,10 +60,6 @@ fn spec() -> SandboxSpec {
         cwd: "/home/ada/proj".into(),
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         writable: vec!["/home/ada/proj".into()],
-        read_only: vec![],
-        hidden: vec![],
-        reopened: vec![],
-        network: NetworkMode::None,
         limits: Limits {
             memory_bytes: Some(1 << 30),
             cpu_millis: Some(500),
@@ -71,13 +67,7 @@ fn spec() -> SandboxSpec {
             timeout: Some(Duration::from_secs(600)),
             ..Limits::default()
         },
-        cgroups: vec![],
-        unix_sockets: vec![],
-        isolation: Default::default(),
-        allow_local_binding: false,
-        inbound: None,
-        own_terminal: false,
-        cwd_identity: None,
+        ..SandboxSpec::default()
     }
 }
 

@@ -327,12 +327,46 @@ fn answer_openai(
     out.flush()
 }
 
-/// A project with cordon as Claude Code's PreToolUse hook, and a home of its own. Under
-/// /var/tmp, not /tmp: a sandboxed command has a /tmp of its own.
-struct Project {
+/// A project with cordon as Claude Code's PreToolUse hook, and a home of its own.
+struct Project(Dirs);
+
+/// A project holding `marker-file`, and a home of its own, under /var/tmp (a sandboxed command
+/// has a /tmp of its own).
+struct Dirs {
     _tmp: tempfile::TempDir,
     dir: PathBuf,
     home: PathBuf,
+}
+
+impl Dirs {
+    /// With `file`, `(path, text)`: the path is the home's, or under `project/` the project's.
+    fn new(file: Option<(&str, &str)>) -> Dirs {
+        let tmp = tempfile::tempdir_in("/var/tmp").expect("temp dir");
+        let (dir, home) = (tmp.path().join("project"), tmp.path().join("home"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::create_dir_all(&home).expect("mkdir");
+        std::fs::write(dir.join("marker-file"), "").expect("write");
+        if let Some((path, text)) = file {
+            let path = match path.strip_prefix("project/") {
+                Some(rest) => dir.join(rest),
+                None => home.join(path),
+            };
+            std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        }
+        Dirs {
+            _tmp: tmp,
+            dir,
+            home,
+        }
+    }
+}
+
+impl std::ops::Deref for Project {
+    type Target = Dirs;
+    fn deref(&self) -> &Dirs {
+        &self.0
+    }
 }
 
 impl Project {
@@ -342,23 +376,13 @@ impl Project {
 
     /// Without the hook: `cordon mcp` decides its own tools' calls.
     fn with_hook(hook: bool) -> Project {
-        let tmp = tempfile::tempdir_in("/var/tmp").expect("temp dir");
-        let dir = tmp.path().join("project");
-        let home = tmp.path().join("home");
-        std::fs::create_dir_all(dir.join(".claude")).expect("mkdir");
-        std::fs::create_dir_all(&home).expect("mkdir");
-        std::fs::write(dir.join("marker-file"), "").expect("write");
         let settings = json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
             {"type": "command", "command": format!("{} hook claude-code", env!("CARGO_BIN_EXE_cordon"))}
-        ]}]}});
-        if hook {
-            std::fs::write(dir.join(".claude/settings.json"), settings.to_string()).expect("write");
-        }
-        Project {
-            _tmp: tmp,
-            dir,
-            home,
-        }
+        ]}]}})
+        .to_string();
+        let dirs = Dirs::new(hook.then_some(("project/.claude/settings.json", &settings)));
+        std::fs::create_dir_all(dirs.dir.join(".claude")).expect("mkdir");
+        Project(dirs)
     }
 
     /// `claude -p PROMPT` against the scripted model; its JSON result.
@@ -505,26 +529,23 @@ fn claude_code_runs_commands_in_cordons_sandbox_through_mcp() {
 
 /// A project for Gemini CLI, with `settings` as the user's settings and a home of its own.
 struct GeminiProject {
-    _tmp: tempfile::TempDir,
-    dir: PathBuf,
-    home: PathBuf,
+    dirs: Dirs,
     gemini: PathBuf,
+}
+
+impl std::ops::Deref for GeminiProject {
+    type Target = Dirs;
+    fn deref(&self) -> &Dirs {
+        &self.dirs
+    }
 }
 
 impl GeminiProject {
     fn new(gemini: PathBuf, settings: Value) -> GeminiProject {
-        let tmp = tempfile::tempdir_in("/var/tmp").expect("temp dir");
-        let (dir, home) = (tmp.path().join("project"), tmp.path().join("home"));
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        std::fs::create_dir_all(home.join(".gemini")).expect("mkdir");
-        std::fs::write(dir.join("marker-file"), "").expect("write");
         let mut settings = settings;
         settings["security"] = json!({"auth": {"selectedType": "gemini-api-key"}});
-        std::fs::write(home.join(".gemini/settings.json"), settings.to_string()).expect("write");
         GeminiProject {
-            _tmp: tmp,
-            dir,
-            home,
+            dirs: Dirs::new(Some((".gemini/settings.json", &settings.to_string()))),
             gemini,
         }
     }
@@ -777,24 +798,21 @@ fn cordon_setup_wires_gemini_cli_and_remove_undoes_it() {
 
 /// A project for Codex, with `config` as the user's `~/.codex/config.toml` and a home of its own.
 struct CodexProject {
-    _tmp: tempfile::TempDir,
-    dir: PathBuf,
-    home: PathBuf,
+    dirs: Dirs,
     codex: PathBuf,
+}
+
+impl std::ops::Deref for CodexProject {
+    type Target = Dirs;
+    fn deref(&self) -> &Dirs {
+        &self.dirs
+    }
 }
 
 impl CodexProject {
     fn new(codex: PathBuf, config: &str) -> CodexProject {
-        let tmp = tempfile::tempdir_in("/var/tmp").expect("temp dir");
-        let (dir, home) = (tmp.path().join("project"), tmp.path().join("home"));
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        std::fs::create_dir_all(home.join(".codex")).expect("mkdir");
-        std::fs::write(dir.join("marker-file"), "").expect("write");
-        std::fs::write(home.join(".codex/config.toml"), config).expect("write");
         CodexProject {
-            _tmp: tmp,
-            dir,
-            home,
+            dirs: Dirs::new(Some((".codex/config.toml", config))),
             codex,
         }
     }

@@ -17,18 +17,7 @@ fn spec() -> SandboxSpec {
             ("GREETING".into(), "$(HOSTNAME) says hi".into()),
         ],
         writable: vec!["/home/ada/proj".into()],
-        read_only: vec![],
-        hidden: vec![],
-        reopened: vec![],
-        network: NetworkMode::None,
-        limits: Limits::default(),
-        cgroups: vec![],
-        unix_sockets: vec![],
-        isolation: Default::default(),
-        allow_local_binding: false,
-        inbound: None,
-        own_terminal: false,
-        cwd_identity: None,
+        ..SandboxSpec::default()
     }
 }
 
