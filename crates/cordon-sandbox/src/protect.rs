@@ -301,8 +301,10 @@ impl RunGuard {
             };
             match opened {
                 Ok(r) => roots.push(r),
-                // A writable place that does not exist holds nothing to guard.
+                // A writable place that does not exist holds nothing to guard, and nor does a
+                // writable file: nothing can be made inside it.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(_) if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) => {}
                 Err(e) => unopened.push((path.to_path_buf(), e.to_string())),
             }
         }

@@ -803,3 +803,36 @@ fn a_command_on_a_terminal_gets_resizes_and_ctrl_c_and_the_terminal_is_left_usab
     assert_eq!(status.code(), Some(130), "{}", &term.screen()[at..]);
     assert!(term.cooked(), "cordon put the terminal's modes back");
 }
+
+/// A single file given to --allow-write is writable, and only it: the run neither reports a
+/// weaker Landlock nor fails its clean-up over it, and a file beside it stays read-only.
+#[test]
+fn a_writable_file_is_writable_alone() {
+    let Some(sb) = Sandbox::new() else {
+        return;
+    };
+    // Under /var/tmp: the sandbox's /tmp is its own.
+    let outside = tempfile::tempdir_in("/var/tmp").expect("temp dir");
+    let file = outside.path().join("notes.txt");
+    let beside = outside.path().join("other.txt");
+    std::fs::write(&file, "old\n").expect("write");
+    std::fs::write(&beside, "keep\n").expect("write");
+    let o = sb.run(&[
+        "--allow-write",
+        file.to_str().expect("utf-8"),
+        "--",
+        "sh",
+        "-c",
+        &format!("echo new > {}; echo no > {}", q(&file), q(&beside)),
+    ]);
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "new\n");
+    assert_eq!(std::fs::read_to_string(&beside).expect("read"), "keep\n");
+    assert!(!stderr(&o).contains("less strictly"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("could not undo"), "{}", stderr(&o));
+    // The shell's own status for a redirection it could not make, not cordon's.
+    assert!(
+        matches!(o.status.code(), Some(1 | 2)),
+        "the write beside it failed: {}",
+        stderr(&o)
+    );
+}

@@ -105,8 +105,15 @@ pub(super) fn restrict(walls: &Walls) -> Result<Enforced, String> {
             .map_err(err)?;
     }
     for p in &walls.writable {
+        // A writable file gets the rights a file can have: the directory ones would leave the
+        // rule (and so the ruleset) only partly enforced.
+        let rights = if p.is_dir() {
+            AccessFs::from_all(TARGET)
+        } else {
+            AccessFs::from_file(TARGET)
+        };
         created = created
-            .add_rule(PathBeneath::new(path_fd(p)?, AccessFs::from_all(TARGET)))
+            .add_rule(PathBeneath::new(path_fd(p)?, rights))
             .map_err(err)?;
     }
     let status = created.restrict_self().map_err(err)?;
