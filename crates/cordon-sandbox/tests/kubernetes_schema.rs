@@ -119,6 +119,14 @@ fn variants() -> Vec<(String, Manifests)> {
         ),
         ("a plain pod", spec(), with(&|o| o.kind = Kind::Pod)),
         (
+            "a template and its warm pool",
+            spec(),
+            with(&|o| {
+                o.kind = Kind::Template;
+                o.pool = Some(2);
+            }),
+        ),
+        (
             "a plain pod with allowed hosts",
             proxied,
             with(&|o| {
@@ -134,9 +142,19 @@ fn variants() -> Vec<(String, Manifests)> {
 }
 
 #[test]
-fn every_rendered_sandbox_and_pod_fits_agent_sandboxs_schema() {
+fn every_rendered_object_fits_agent_sandboxs_schema() {
     let Some(dir) = crds() else { return };
     let sandbox = schema(&dir, "agents.x-k8s.io_sandboxes.yaml", "v1beta1");
+    let template = schema(
+        &dir,
+        "extensions.agents.x-k8s.io_sandboxtemplates.yaml",
+        "v1beta1",
+    );
+    let pool = schema(
+        &dir,
+        "extensions.agents.x-k8s.io_sandboxwarmpools.yaml",
+        "v1beta1",
+    );
     let pod_spec =
         &sandbox["properties"]["spec"]["properties"]["podTemplate"]["properties"]["spec"];
     let mut checked = 0;
@@ -144,6 +162,8 @@ fn every_rendered_sandbox_and_pod_fits_agent_sandboxs_schema() {
         for object in &m.objects {
             let found = match object["kind"].as_str() {
                 Some("Sandbox") => problems(&sandbox, object),
+                Some("SandboxTemplate") => problems(&template, object),
+                Some("SandboxWarmPool") => problems(&pool, object),
                 Some("Pod") => problems(pod_spec, &object["spec"]),
                 _ => continue,
             };
@@ -151,7 +171,10 @@ fn every_rendered_sandbox_and_pod_fits_agent_sandboxs_schema() {
             checked += 1;
         }
     }
-    assert!(checked >= 9, "every variant's pods were checked: {checked}");
+    assert!(
+        checked >= 11,
+        "every variant's objects were checked: {checked}"
+    );
 }
 
 /// The validator does refuse what does not fit: a Sandbox with a shutdown policy the schema

@@ -1058,7 +1058,7 @@ fn kubernetes_dry_run_prints_manifests_and_refuses_the_rest() {
         ),
         (
             &["--dry-run", "--k8s-kind", "deployment", "--", "true"][..],
-            "sandbox or pod",
+            "sandbox, pod, template",
         ),
     ] {
         let o = run(args);

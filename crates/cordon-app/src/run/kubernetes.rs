@@ -21,6 +21,8 @@ pub struct KubeOptions {
     pub runtime_class: Option<String>,
     /// An image with `cordon` in it, for the proxy pod.
     pub proxy_image: Option<String>,
+    /// A warm pool of this many, from the template.
+    pub pool: Option<u32>,
 }
 
 impl KubeOptions {
@@ -29,6 +31,7 @@ impl KubeOptions {
             || self.namespace.is_some()
             || self.runtime_class.is_some()
             || self.proxy_image.is_some()
+            || self.pool.is_some()
     }
 }
 
@@ -61,6 +64,7 @@ pub fn print(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> an
         shutdown_time,
         proxy_image: kube.proxy_image.clone(),
         proxy_settings: Some(network_settings(&run.config.net)?),
+        pool: kube.pool,
     };
     let manifests = kubernetes::render(&spec, &options)?;
     for why in run.weaker.iter().chain(&manifests.weaker) {

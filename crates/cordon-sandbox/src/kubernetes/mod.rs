@@ -41,15 +41,19 @@ pub enum Kind {
     /// A plain `Pod`, for clusters without the agent-sandbox controller; its time limit is
     /// `activeDeadlineSeconds`.
     Pod,
+    /// A `SandboxTemplate` that `SandboxClaim`s (and a `SandboxWarmPool`) make sandboxes from;
+    /// their lifetime is the claim's to set.
+    Template,
 }
 
 impl Kind {
-    pub const NAMES: [&'static str; 2] = ["sandbox", "pod"];
+    pub const NAMES: [&'static str; 3] = ["sandbox", "pod", "template"];
 
     pub fn parse(name: &str) -> Option<Kind> {
         match name {
             "sandbox" => Some(Kind::Sandbox),
             "pod" => Some(Kind::Pod),
+            "template" => Some(Kind::Template),
             _ => None,
         }
     }
@@ -83,6 +87,9 @@ pub struct Options {
     /// The proxy's rules, as the `[network]` of a cordon.toml: the same rules, SNI check and
     /// refusal report as the local proxy.
     pub proxy_settings: Option<String>,
+    /// With [`Kind::Template`]: a `SandboxWarmPool` keeping this many sandboxes ready. They
+    /// share the template's proxy and policies.
+    pub pool: Option<u32>,
 }
 
 /// The rendered objects, in the order they must be created.
@@ -125,6 +132,8 @@ pub enum KubeError {
     UnixSocket(PathBuf),
     #[error("--publish leads to this machine's ports, which a pod does not have; run locally")]
     Inbound,
+    #[error("a warm pool is made from a template: add --k8s-kind template")]
+    PoolWithoutTemplate,
 }
 
 /// The manifests that run `spec` on a cluster.
@@ -143,6 +152,9 @@ pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError
     }
     if spec.inbound.is_some() {
         return Err(KubeError::Inbound);
+    }
+    if opts.pool.is_some() && opts.kind != Kind::Template {
+        return Err(KubeError::PoolWithoutTemplate);
     }
     let tmp = Path::new("/tmp");
     // The working directory and the run's own temporary directory are the pod's volumes;
@@ -185,7 +197,27 @@ pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError
     }
     let pod = pod_spec(spec, opts, proxied.then_some(proxy_name.as_str()));
     let labels = labels(name, "sandbox");
+    let pool = opts.pool.map(|replicas| {
+        json!({
+            "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+            "kind": "SandboxWarmPool",
+            "metadata": metadata(name, opts, "sandbox"),
+            "spec": {"replicas": replicas, "sandboxTemplateRef": {"name": name}},
+        })
+    });
     objects.push(match opts.kind {
+        // cordon's own NetworkPolicy (below) selects the template's pods by their labels; the
+        // controller's is left out, so that there is one policy and it is this one.
+        Kind::Template => json!({
+            "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+            "kind": "SandboxTemplate",
+            "metadata": metadata(name, opts, "sandbox"),
+            "spec": {
+                "podTemplate": {"metadata": {"labels": labels}, "spec": pod},
+                "networkPolicyManagement": "Unmanaged",
+                "envVarsInjectionPolicy": "Disallowed",
+            },
+        }),
         Kind::Sandbox => {
             let mut body = json!({
                 "podTemplate": {"metadata": {"labels": labels}, "spec": pod},
@@ -234,6 +266,7 @@ pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError
             "egress": egress,
         },
     }));
+    objects.extend(pool);
     Ok(Manifests { objects, weaker })
 }
 

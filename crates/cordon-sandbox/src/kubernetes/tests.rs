@@ -233,3 +233,30 @@ fn root_only_when_asked() {
         false
     );
 }
+
+/// A template and its warm pool: the pool names the template, the template leaves the network
+/// policy to cordon's own, and a claim may not add variables; a pool needs a template.
+#[test]
+fn a_warm_pool_is_made_from_a_template() {
+    let mut opts = options();
+    opts.kind = Kind::Template;
+    opts.pool = Some(3);
+    let m = render(&spec(), &opts).expect("renders");
+    assert_eq!(
+        kinds(&m),
+        ["SandboxTemplate", "NetworkPolicy", "SandboxWarmPool"]
+    );
+    assert_eq!(m.objects[0]["spec"]["networkPolicyManagement"], "Unmanaged");
+    assert_eq!(m.objects[0]["spec"]["envVarsInjectionPolicy"], "Disallowed");
+    assert_eq!(m.objects[2]["spec"]["replicas"], 3);
+    assert_eq!(
+        m.objects[2]["spec"]["sandboxTemplateRef"]["name"],
+        m.objects[0]["metadata"]["name"]
+    );
+    let mut opts = options();
+    opts.pool = Some(1);
+    assert_eq!(
+        render(&spec(), &opts).expect_err("no template"),
+        KubeError::PoolWithoutTemplate
+    );
+}

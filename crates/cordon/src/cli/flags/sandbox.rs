@@ -219,9 +219,10 @@ pub struct BackendFlags {
     /// Do not forward the SSH agent into the container (also CORDON_SANDBOX_SSH_AGENT=0).
     #[arg(long)]
     no_ssh_agent: bool,
-    /// What runs the sandbox on a cluster: sandbox (agent-sandbox's Sandbox) or pod (a plain
-    /// Pod, for clusters without its controller) [default: sandbox].
-    #[arg(long, value_name = "KIND", value_parser = |s: &str| Kind::parse(s).ok_or_else(|| format!("`{s}` is not a kind cordon renders; use {}", Kind::NAMES.join(" or "))))]
+    /// What runs the sandbox on a cluster: sandbox (agent-sandbox's Sandbox), pod (a plain Pod,
+    /// for clusters without its controller) or template (a SandboxTemplate that claims and
+    /// pools make sandboxes from) [default: sandbox].
+    #[arg(long, value_name = "KIND", value_parser = |s: &str| Kind::parse(s).ok_or_else(|| format!("`{s}` is not a kind cordon renders; use {}", Kind::NAMES.join(", "))))]
     k8s_kind: Option<Kind>,
     /// The cluster namespace the run's objects go in [default: the context's].
     #[arg(long, value_name = "NAME")]
@@ -232,6 +233,9 @@ pub struct BackendFlags {
     /// An image with `cordon` in it, for the proxy pod that allowed hosts go through.
     #[arg(long, value_name = "NAME")]
     k8s_proxy_image: Option<String>,
+    /// With --k8s-kind template: a SandboxWarmPool keeping this many sandboxes ready.
+    #[arg(long, value_name = "N")]
+    k8s_pool: Option<u32>,
 }
 
 impl BackendFlags {
@@ -251,6 +255,7 @@ impl BackendFlags {
                 namespace: self.namespace.clone(),
                 runtime_class: self.runtime_class.clone(),
                 proxy_image: self.k8s_proxy_image.clone(),
+                pool: self.k8s_pool,
             },
         }
     }
