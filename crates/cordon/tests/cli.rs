@@ -1066,6 +1066,15 @@ fn kubernetes_dry_run_prints_manifests_and_refuses_the_rest() {
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
         assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
     }
+    // CORDON_SANDBOX=kubernetes chooses it as well.
+    let o = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["run", "--dry-run", "--image", "debian:12", "--", "true"])
+        .current_dir(env.path("ws"))
+        .env("HOME", env.path("home"))
+        .env("CORDON_SANDBOX", "kubernetes")
+        .output()
+        .expect("run cordon");
+    assert!(stdout(&o).contains("kind: Sandbox\n"), "{}", stderr(&o));
     let o = env.cordon(
         &["run", "--namespace", "x", "--dry-run", "--", "true"],
         None,

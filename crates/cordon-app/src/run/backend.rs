@@ -111,6 +111,7 @@ impl BackendChoice {
             SandboxVar::Engine(Engine::Docker) => Backend::Docker,
             SandboxVar::Engine(Engine::Podman) => Backend::Podman,
             SandboxVar::Auto => Backend::Container,
+            SandboxVar::Kubernetes => Backend::Kubernetes,
             SandboxVar::Unset | SandboxVar::Inside(_) if cfg!(target_os = "macos") => {
                 Backend::Seatbelt
             }

@@ -80,6 +80,8 @@ pub enum SandboxVar {
     Engine(Engine),
     /// `1`, `true` or `container`: whichever engine is installed.
     Auto,
+    /// `kubernetes`: a cluster (`--backend kubernetes`).
+    Kubernetes,
     /// Anything else is the name of the container this process already runs in.
     Inside(String),
 }
@@ -89,6 +91,7 @@ pub fn sandbox_var() -> SandboxVar {
     match value.as_str() {
         "" | "0" | "false" => SandboxVar::Unset,
         "1" | "true" | "container" => SandboxVar::Auto,
+        "kubernetes" => SandboxVar::Kubernetes,
         v => match Engine::parse(v) {
             Some(e) => SandboxVar::Engine(e),
             None => SandboxVar::Inside(value),
