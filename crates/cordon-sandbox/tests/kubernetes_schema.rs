@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cordon_sandbox::kubernetes::{DEFAULT_USER, Kind, Manifests, Options, render};
+use cordon_sandbox::kubernetes::{Kind, Loosen, Manifests, Options, render};
 use cordon_sandbox::{Limits, NetworkMode, ProxyEndpoint, SandboxSpec};
 use serde_json::{Value, json};
 
@@ -76,7 +76,6 @@ fn variants() -> Vec<(String, Manifests)> {
     let base = Options {
         name: "cordon-proj-0123".into(),
         image: "debian:12".into(),
-        user: DEFAULT_USER,
         ..Options::default()
     };
     let proxied = {
@@ -108,7 +107,16 @@ fn variants() -> Vec<(String, Manifests)> {
                 o.runtime_class = Some("gvisor".into());
             }),
         ),
-        ("root, asked for", spec(), with(&|o| o.user = 0)),
+        (
+            "every default let go of",
+            spec(),
+            with(&|o| {
+                o.loosen = Loosen::NAMES
+                    .iter()
+                    .filter_map(|n| Loosen::parse(n))
+                    .collect()
+            }),
+        ),
         (
             "allowed hosts",
             proxied.clone(),

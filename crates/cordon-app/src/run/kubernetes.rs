@@ -5,7 +5,7 @@
 
 use anyhow::Context;
 use cordon_sandbox::NetworkMode;
-use cordon_sandbox::kubernetes::{self, DEFAULT_USER, Kind, Options};
+use cordon_sandbox::kubernetes::{self, Kind, Loosen, Options};
 use serde::{Deserialize, Serialize};
 
 use super::backend::{Elsewhere, run_tag};
@@ -23,6 +23,8 @@ pub struct KubeOptions {
     pub proxy_image: Option<String>,
     /// A warm pool of this many, from the template.
     pub pool: Option<u32>,
+    /// The secure defaults let go of.
+    pub loosen: Vec<Loosen>,
 }
 
 impl KubeOptions {
@@ -32,6 +34,7 @@ impl KubeOptions {
             || self.runtime_class.is_some()
             || self.proxy_image.is_some()
             || self.pool.is_some()
+            || !self.loosen.is_empty()
     }
 }
 
@@ -60,7 +63,7 @@ pub fn print(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> an
         namespace: kube.namespace.clone(),
         image: image.unwrap_or_default().to_string(),
         runtime_class: kube.runtime_class.clone(),
-        user: DEFAULT_USER,
+        loosen: kube.loosen.clone(),
         shutdown_time,
         proxy_image: kube.proxy_image.clone(),
         proxy_settings: Some(network_settings(&run.config.net)?),

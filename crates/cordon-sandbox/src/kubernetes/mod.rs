@@ -63,6 +63,70 @@ impl Kind {
 /// to own files as.
 pub const DEFAULT_USER: u32 = 65532;
 
+/// A secure default the person lets go of, by name (`--k8s-loosen NAME`); each one is then
+/// reported as weaker than cordon's default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Loosen {
+    /// Run as root (user 0) instead of user 65532.
+    Root,
+    /// A writable root file system instead of a read-only one.
+    WritableRoot,
+    /// Mount the service account's token (the pod can then call the cluster's API as it).
+    ServiceAccountToken,
+    /// Allow privilege escalation (set-user-ID programs such as sudo).
+    PrivilegeEscalation,
+    /// Keep the runtime's default capabilities instead of dropping them all.
+    Capabilities,
+    /// No seccomp profile instead of the runtime's default.
+    Seccomp,
+}
+
+impl Loosen {
+    pub const NAMES: [&'static str; 6] = [
+        "root",
+        "writable-root",
+        "service-account-token",
+        "privilege-escalation",
+        "capabilities",
+        "seccomp",
+    ];
+
+    pub fn parse(name: &str) -> Option<Loosen> {
+        let all = [
+            Loosen::Root,
+            Loosen::WritableRoot,
+            Loosen::ServiceAccountToken,
+            Loosen::PrivilegeEscalation,
+            Loosen::Capabilities,
+            Loosen::Seccomp,
+        ];
+        Loosen::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| all[i])
+    }
+
+    fn weaker(self) -> &'static str {
+        match self {
+            Loosen::Root => "the command runs as root in the pod (--k8s-loosen root)",
+            Loosen::WritableRoot => {
+                "the pod's root file system is writable (--k8s-loosen writable-root)"
+            }
+            Loosen::ServiceAccountToken => {
+                "the pod holds its service account's token (--k8s-loosen service-account-token)"
+            }
+            Loosen::PrivilegeEscalation => {
+                "the command may gain privileges (--k8s-loosen privilege-escalation)"
+            }
+            Loosen::Capabilities => {
+                "the command keeps the runtime's default capabilities (--k8s-loosen capabilities)"
+            }
+            Loosen::Seccomp => "the pod has no seccomp profile (--k8s-loosen seccomp)",
+        }
+    }
+}
+
 /// The proxy's port, for HTTP and SOCKS5 alike.
 pub const PROXY_PORT: u16 = 3128;
 
@@ -77,8 +141,8 @@ pub struct Options {
     pub image: String,
     /// `runtimeClassName`: gVisor, Kata, where the cluster has them.
     pub runtime_class: Option<String>,
-    /// The user (and group) the command runs as; root (0) only when asked for explicitly.
-    pub user: u32,
+    /// The secure defaults let go of, each by name.
+    pub loosen: Vec<Loosen>,
     /// When the `Sandbox` ends whatever happens to cordon, RFC 3339: the run's time limit from
     /// when it starts.
     pub shutdown_time: Option<String>,
@@ -189,6 +253,7 @@ pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError
     if spec.limits.cpu_seconds.is_some() {
         weaker.push("the CPU time limit: a pod has a CPU rate limit, not a total".to_string());
     }
+    weaker.extend(opts.loosen.iter().map(|l| l.weaker().to_string()));
     let name = &opts.name;
     let proxy_name = format!("{name}-proxy");
     let mut objects = Vec::new();
@@ -298,18 +363,41 @@ fn metadata(name: &str, opts: &Options, role: &str) -> Value {
     m
 }
 
-/// The restrictions every container of a run gets.
-fn container_security(user: u32) -> Value {
-    json!({
-        "allowPrivilegeEscalation": false,
+/// The user a container with `loosen` runs as.
+fn user(loosen: &[Loosen]) -> u32 {
+    if loosen.contains(&Loosen::Root) {
+        0
+    } else {
+        DEFAULT_USER
+    }
+}
+
+fn seccomp(loosen: &[Loosen]) -> Value {
+    let kind = if loosen.contains(&Loosen::Seccomp) {
+        "Unconfined"
+    } else {
+        "RuntimeDefault"
+    };
+    json!({ "type": kind })
+}
+
+/// The restrictions a container gets, but for those `loosen` lets go of.
+fn container_security(loosen: &[Loosen]) -> Value {
+    let user = user(loosen);
+    let mut sc = json!({
+        "allowPrivilegeEscalation": loosen.contains(&Loosen::PrivilegeEscalation),
         "privileged": false,
         "capabilities": {"drop": ["ALL"]},
-        "readOnlyRootFilesystem": true,
+        "readOnlyRootFilesystem": !loosen.contains(&Loosen::WritableRoot),
         "runAsNonRoot": user != 0,
         "runAsUser": user,
         "runAsGroup": user,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    })
+        "seccompProfile": seccomp(loosen),
+    });
+    if loosen.contains(&Loosen::Capabilities) {
+        sc.as_object_mut().map(|m| m.remove("capabilities"));
+    }
+    sc
 }
 
 fn pod_spec(spec: &SandboxSpec, opts: &Options, proxy: Option<&str>) -> Value {
@@ -366,7 +454,7 @@ fn pod_spec(spec: &SandboxSpec, opts: &Options, proxy: Option<&str>) -> Value {
         "command": spec.argv,
         "workingDir": cwd,
         "env": env,
-        "securityContext": container_security(opts.user),
+        "securityContext": container_security(&opts.loosen),
         "volumeMounts": [
             {"name": "workspace", "mountPath": cwd},
             {"name": "tmp", "mountPath": "/tmp"},
@@ -375,17 +463,18 @@ fn pod_spec(spec: &SandboxSpec, opts: &Options, proxy: Option<&str>) -> Value {
     if !resources.is_empty() {
         container["resources"] = json!({"limits": resources});
     }
+    let user = user(&opts.loosen);
     let mut pod = json!({
-        "automountServiceAccountToken": false,
+        "automountServiceAccountToken": opts.loosen.contains(&Loosen::ServiceAccountToken),
         // The proxy's address reaches the command as a service variable.
         "enableServiceLinks": proxy.is_some(),
         "restartPolicy": "Never",
         "securityContext": {
-            "runAsNonRoot": opts.user != 0,
-            "runAsUser": opts.user,
-            "runAsGroup": opts.user,
-            "fsGroup": opts.user,
-            "seccompProfile": {"type": "RuntimeDefault"},
+            "runAsNonRoot": user != 0,
+            "runAsUser": user,
+            "runAsGroup": user,
+            "fsGroup": user,
+            "seccompProfile": seccomp(&opts.loosen),
         },
         "containers": [container],
         "volumes": [
@@ -443,7 +532,7 @@ fn proxy(opts: &Options, proxy_name: &str, image: &str) -> Vec<Value> {
                     "command": ["cordon", "proxy", "--listen", listen,
                                 "--settings", "/etc/cordon/cordon.toml", "--ask-domains", "deny"],
                     "ports": [{"containerPort": PROXY_PORT, "protocol": "TCP"}],
-                    "securityContext": container_security(DEFAULT_USER),
+                    "securityContext": container_security(&[]),
                     "volumeMounts": [{"name": "settings", "mountPath": "/etc/cordon",
                                       "readOnly": true}],
                 }],

@@ -25,7 +25,6 @@ fn options() -> Options {
     Options {
         name: "cordon-proj-0123".into(),
         image: "debian:12".into(),
-        user: DEFAULT_USER,
         ..Options::default()
     }
 }
@@ -219,19 +218,36 @@ fn what_a_pod_cannot_express_is_refused_by_name() {
     );
 }
 
-/// Root only when asked for: the pod then says it may run as root.
+/// Each secure default goes only when named, and is then reported as weaker; the proxy pod
+/// keeps every one.
 #[test]
-fn root_only_when_asked() {
+fn each_default_goes_only_when_named() {
+    let all: Vec<Loosen> = Loosen::NAMES
+        .iter()
+        .map(|n| Loosen::parse(n).expect("a name"))
+        .collect();
     let mut opts = options();
-    opts.user = 0;
-    let m = render(&spec(), &opts).expect("renders");
-    let pod = &m.objects[0]["spec"]["podTemplate"]["spec"];
-    assert_eq!(pod["securityContext"]["runAsNonRoot"], false);
-    assert_eq!(pod["containers"][0]["securityContext"]["runAsUser"], 0);
+    opts.loosen = all.clone();
+    opts.proxy_image = Some("cordon:1".into());
+    let m = render(&proxied(spec()), &opts).expect("renders");
+    assert_eq!(m.weaker.len(), all.len(), "{:?}", m.weaker);
+    let sandbox = &m.objects[4]["spec"]["podTemplate"]["spec"];
+    assert_eq!(sandbox["automountServiceAccountToken"], true);
+    assert_eq!(sandbox["securityContext"]["runAsNonRoot"], false);
+    let sc = &sandbox["containers"][0]["securityContext"];
+    assert_eq!(sc["runAsUser"], 0);
+    assert_eq!(sc["allowPrivilegeEscalation"], true);
+    assert_eq!(sc["readOnlyRootFilesystem"], false);
+    assert_eq!(sc["seccompProfile"]["type"], "Unconfined");
+    assert!(sc.get("capabilities").is_none(), "{sc}");
+    assert_eq!(sc["privileged"], false, "never privileged");
+    let proxy = &m.objects[2]["spec"];
+    assert_eq!(proxy["automountServiceAccountToken"], false);
     assert_eq!(
-        pod["containers"][0]["securityContext"]["allowPrivilegeEscalation"],
-        false
+        proxy["containers"][0]["securityContext"],
+        container_security(&[])
     );
+    assert_eq!(Loosen::parse("everything"), None);
 }
 
 /// A template and its warm pool: the pool names the template, the template leaves the network

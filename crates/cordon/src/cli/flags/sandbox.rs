@@ -13,7 +13,7 @@ use cordon_app::run::backend::{Backend, BackendChoice};
 use cordon_app::run::container::ContainerOptions;
 use cordon_app::run::kubernetes::KubeOptions;
 use cordon_app::settings::{self, LayerValues, some};
-use cordon_sandbox::kubernetes::Kind;
+use cordon_sandbox::kubernetes::{Kind, Loosen};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Network {
@@ -236,6 +236,11 @@ pub struct BackendFlags {
     /// With --k8s-kind template: a SandboxWarmPool keeping this many sandboxes ready.
     #[arg(long, value_name = "N")]
     k8s_pool: Option<u32>,
+    /// Let go of one of the pod's secure defaults (repeatable): root, writable-root,
+    /// service-account-token, privilege-escalation, capabilities or seccomp. Each is reported
+    /// as weaker.
+    #[arg(long, value_name = "DEFAULT", value_parser = |s: &str| Loosen::parse(s).ok_or_else(|| format!("`{s}` is not a default cordon lets go of; use {}", Loosen::NAMES.join(", "))))]
+    k8s_loosen: Vec<Loosen>,
 }
 
 impl BackendFlags {
@@ -256,6 +261,7 @@ impl BackendFlags {
                 runtime_class: self.runtime_class.clone(),
                 proxy_image: self.k8s_proxy_image.clone(),
                 pool: self.k8s_pool,
+                loosen: self.k8s_loosen.clone(),
             },
         }
     }
