@@ -476,8 +476,7 @@ fn claude_code_runs_commands_in_cordons_sandbox_through_mcp() {
         return;
     };
     let project = Project::with_hook(false);
-    let outside = tempfile::tempdir_in("/var/tmp").expect("temp dir");
-    let target = outside.path().join("planted");
+    let (_outside, target, outside_call) = write_outside();
     let mcp = json!({"mcpServers": {"cordon": {"command": env!("CARGO_BIN_EXE_cordon"),
         "args": ["mcp", "--mode", "yolo"]}}})
     .to_string();
@@ -500,15 +499,9 @@ fn claude_code_runs_commands_in_cordons_sandbox_through_mcp() {
         (result, model.results())
     };
 
-    let (result, results) = shell("echo hi > x.txt && cat x.txt".into());
+    let (result, results) = shell(WRITE_IN.into());
     assert_eq!(results.len(), 1, "{results:?} {result}");
-    assert_eq!(
-        std::fs::read_to_string(project.dir.join("x.txt"))
-            .ok()
-            .as_deref(),
-        Some("hi\n"),
-        "{results:?}"
-    );
+    assert_wrote_in(&project.dir, &results);
     // Claude Code hands the model cordon's structured result: the output must be in it.
     let content = results[0]["content"].as_str().unwrap_or_default();
     let structured: Value = serde_json::from_str(content).unwrap_or_default();
@@ -517,7 +510,7 @@ fn claude_code_runs_commands_in_cordons_sandbox_through_mcp() {
         "the output reaches the model: {content}"
     );
 
-    let (result, results) = shell(format!("echo x > {}", target.display()));
+    let (result, results) = shell(outside_call);
     assert_eq!(results.len(), 1, "{results:?} {result}");
     assert!(!target.exists(), "the host keeps nothing");
     let said = results[0]["content"].to_string();
@@ -640,30 +633,19 @@ fn gemini_cli_runs_commands_in_cordons_sandbox_through_mcp() {
             "args": ["mcp", "--mode", "yolo"]}}}),
     );
     let tool = "mcp_cordon_run_shell_command";
-    let results = project.run(shell(tool, "echo hi > x.txt && cat x.txt"));
+    let results = project.run(shell(tool, WRITE_IN));
     assert_eq!(results.len(), 1, "{results:?}");
-    assert_eq!(
-        std::fs::read_to_string(project.dir.join("x.txt"))
-            .ok()
-            .as_deref(),
-        Some("hi\n"),
-        "{results:?}"
-    );
+    assert_wrote_in(&project.dir, &results);
     assert!(
         results[0]["response"].to_string().contains("hi\\n"),
         "{results:?}"
     );
 
-    let outside = tempfile::tempdir_in("/var/tmp").expect("temp dir");
-    let target = outside.path().join("planted");
-    let results = project.run(shell(tool, &format!("echo x > {}", target.display())));
+    let (_outside, target, outside_call) = write_outside();
+    let results = project.run(shell(tool, &outside_call));
     assert_eq!(results.len(), 1, "{results:?}");
     assert!(!target.exists(), "the host keeps nothing");
-    let said = results[0]["response"].to_string();
-    assert!(
-        said.contains("Read-only file system"),
-        "the model reads that the sandbox stopped it: {said}"
-    );
+    assert_sandbox_refused(&results[0]["response"].to_string());
 }
 
 /// `cordon setup ARGS` in `dir` with `home` as HOME; what it printed.
@@ -928,27 +910,17 @@ fn codex_runs_commands_in_cordons_sandbox_through_mcp() {
     );
     let project = CodexProject::new(codex, &config);
     let tool = "mcp__cordon__run_shell_command";
-    let said = codex_output(&project.run(shell(tool, "echo hi > x.txt && cat x.txt")));
-    assert_eq!(
-        std::fs::read_to_string(project.dir.join("x.txt"))
-            .ok()
-            .as_deref(),
-        Some("hi\n"),
-        "{said}"
-    );
+    let said = codex_output(&project.run(shell(tool, WRITE_IN)));
+    assert_wrote_in(&project.dir, &said);
     assert!(
         said.contains("hi\\n"),
         "the output reaches the model: {said}"
     );
 
-    let outside = tempfile::tempdir_in("/var/tmp").expect("temp dir");
-    let target = outside.path().join("planted");
-    let said = codex_output(&project.run(shell(tool, &format!("echo x > {}", target.display()))));
+    let (_outside, target, outside_call) = write_outside();
+    let said = codex_output(&project.run(shell(tool, &outside_call)));
     assert!(!target.exists(), "the host keeps nothing");
-    assert!(
-        said.contains("Read-only file system"),
-        "the model reads that the sandbox stopped it: {said}"
-    );
+    assert_sandbox_refused(&said);
 }
 
 /// `cordon setup codex --user` on settings of the user's own: `--dry-run` changes nothing;
@@ -992,6 +964,34 @@ fn cordon_setup_wires_codex_and_remove_undoes_it() {
     assert_eq!(std::fs::read_to_string(&config).expect("read"), original);
 }
 
+/// The shell call that writes in the workspace, and what it prints.
+const WRITE_IN: &str = "echo hi > x.txt && cat x.txt";
+
+/// [`WRITE_IN`] landed in the project `dir`.
+fn assert_wrote_in(dir: &Path, said: &dyn std::fmt::Debug) {
+    assert_eq!(
+        std::fs::read_to_string(dir.join("x.txt")).ok().as_deref(),
+        Some("hi\n"),
+        "{said:?}"
+    );
+}
+
+/// A directory outside every workspace, and the shell call that would plant a file in it.
+fn write_outside() -> (tempfile::TempDir, PathBuf, String) {
+    let outside = tempfile::tempdir_in("/var/tmp").expect("temp dir");
+    let target = outside.path().join("planted");
+    let call = format!("echo x > {}", target.display());
+    (outside, target, call)
+}
+
+/// The model read that the sandbox refused a write.
+fn assert_sandbox_refused(said: &str) {
+    assert!(
+        said.contains("Read-only file system"),
+        "the model reads that the sandbox stopped it: {said}"
+    );
+}
+
 /// A `~/.bashrc` of the user's own, and the shell call that would append to it.
 fn bashrc_stays(home: &Path) -> (PathBuf, &'static str) {
     let bashrc = home.join(".bashrc");
@@ -1005,10 +1005,7 @@ fn assert_untouched(bashrc: &Path, said: &str) {
         "# the user's own\n",
         "the host keeps nothing"
     );
-    assert!(
-        said.contains("Read-only file system"),
-        "the model reads that the write failed: {said}"
-    );
+    assert_sandbox_refused(said);
 }
 
 /// Under `cordon run --agent AGENT`, each agent whole: it still reaches its (scripted) model,
