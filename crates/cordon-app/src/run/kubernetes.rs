@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::backend::{Elsewhere, run_tag};
 use crate::config::NetConfig;
+use crate::settings::file::{NetworkTable, SettingsFile};
 
 /// The flags of the kubernetes backend.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -84,20 +85,18 @@ pub fn print(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> an
 }
 
 /// The run's hosts as the `[network]` of a cordon.toml, for the proxy pod: the same rules the
-/// local proxy would follow.
+/// local proxy would follow, written with the settings file's own types so that the proxy
+/// reads back exactly these keys.
 fn network_settings(net: &NetConfig) -> anyhow::Result<String> {
-    let mut network = toml::Table::new();
-    let list = |l: &[String]| toml::Value::Array(l.iter().cloned().map(Into::into).collect());
-    network.insert("allow_domains".into(), list(&net.allow_domains));
-    network.insert("deny_domains".into(), list(&net.deny_domains));
-    network.insert(
-        "allow_private_ips".into(),
-        toml::Value::Boolean(net.allow_private_ips),
-    );
-    if let Some(upstream) = &net.upstream_proxy {
-        network.insert("upstream_proxy".into(), upstream.clone().into());
-    }
-    let mut doc = toml::Table::new();
-    doc.insert("network".into(), toml::Value::Table(network));
-    toml::to_string(&doc).context("cannot write the proxy's settings")
+    let file = SettingsFile {
+        network: Some(NetworkTable {
+            allow_domains: Some(net.allow_domains.clone()),
+            deny_domains: Some(net.deny_domains.clone()),
+            allow_private_ips: Some(net.allow_private_ips),
+            upstream_proxy: net.upstream_proxy.clone(),
+            ..NetworkTable::default()
+        }),
+        ..SettingsFile::default()
+    };
+    toml::to_string(&file).context("cannot write the proxy's settings")
 }
