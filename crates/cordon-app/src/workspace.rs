@@ -157,11 +157,17 @@ impl Walls {
             })
     }
 
-    fn unreadable(&self, real: &Path) -> Option<String> {
+    /// What keeps `real` from being read, as the person wrote it.
+    pub(crate) fn unreadable(&self, real: &Path) -> Option<String> {
         if Self::holder(real, &self.reopened, &self.live.reopened).is_some() {
             return None;
         }
         Self::holder(real, &self.hidden, &self.live.hidden)
+    }
+
+    /// What keeps `real` from being written, as the person wrote it.
+    pub(crate) fn unwritable(&self, real: &Path) -> Option<String> {
+        Self::holder(real, &self.read_only, &self.live.read_only)
     }
 
     /// Why `real` is out of bounds for reading (or, with `write`, writing), if it is.
@@ -171,7 +177,7 @@ impl Walls {
                 "`{shown}` is in {h}, which the sandbox keeps from being read; refused"
             ));
         }
-        match Self::holder(real, &self.read_only, &self.live.read_only) {
+        match self.unwritable(real) {
             Some(r) if write => Some(format!(
                 "`{shown}` is in {r}, which the sandbox keeps read-only; refused"
             )),

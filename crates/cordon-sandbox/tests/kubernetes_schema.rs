@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cordon_sandbox::kubernetes::{Kind, Loosen, Manifests, Options, render};
+use cordon_sandbox::kubernetes::{Kind, Loosen, Manifests, Options, Workspace, render};
 use cordon_sandbox::{Limits, NetworkMode, ProxyEndpoint, SandboxSpec};
 use serde_json::{Value, json};
 
@@ -127,6 +127,19 @@ fn variants() -> Vec<(String, Manifests)> {
         ),
         ("a plain pod", spec(), with(&|o| o.kind = Kind::Pod)),
         (
+            "a copied working directory",
+            spec(),
+            with(&|o| o.workspace = Workspace::Copied),
+        ),
+        (
+            "a plain pod with a copied working directory",
+            spec(),
+            with(&|o| {
+                o.kind = Kind::Pod;
+                o.workspace = Workspace::Copied;
+            }),
+        ),
+        (
             "a template and its warm pool",
             spec(),
             with(&|o| {
@@ -180,7 +193,7 @@ fn every_rendered_object_fits_agent_sandboxs_schema() {
         }
     }
     assert!(
-        checked >= 11,
+        checked >= 13,
         "every variant's objects were checked: {checked}"
     );
 }

@@ -865,12 +865,107 @@ for_each_engine!(
     sigint_to_the_launcher_removes_the_container
 );
 
-/// The Pod `--backend kubernetes --k8s-kind pod` renders, run for real by `podman kube play`
-/// (no cluster is reachable here): the command runs as the unprivileged user in the working
-/// directory, its output and exit status come back, the working directory and /tmp are
-/// writable and the rest is read-only. Podman does not implement NetworkPolicy; `--network
-/// none` stands in for the policy that lets a pod with no allowed host reach nothing, so this
-/// checks the pod has no way out but not the policy itself (docs/PLATFORMS.md).
+/// A Pod rendered by `cordon run --backend kubernetes --k8s-kind pod --dry-run ARGS` in the
+/// project, started by `podman kube play` with no network (no cluster is reachable here).
+/// Podman does not implement NetworkPolicy; `--network none` stands in for the policy that
+/// lets a pod with no allowed host reach nothing (docs/PLATFORMS.md).
+struct PlayedPod {
+    name: String,
+    file: std::path::PathBuf,
+}
+
+impl PlayedPod {
+    fn play(p: &Project, args: &[&str]) -> PlayedPod {
+        let image = format!("localhost/{IMAGE}");
+        let o = Command::new(cordon_bin())
+            .args(["run", "--backend", "kubernetes", "--k8s-kind", "pod"])
+            .args(["--dry-run", "--image", &image])
+            .args(args)
+            .current_dir(p.path())
+            .output()
+            .expect("run cordon");
+        assert!(o.status.success(), "{}", stderr(&o));
+        let yaml = stdout(&o);
+        let pod = yaml
+            .split("---\n")
+            .find(|doc| doc.lines().any(|l| l == "kind: Pod"))
+            .expect("a Pod");
+        let name = pod
+            .lines()
+            .skip_while(|l| *l != "metadata:")
+            .find_map(|l| l.strip_prefix("  name: "))
+            .expect("the pod's name")
+            .to_string();
+        // Beside the project, so that the copies do not carry it.
+        let file = p.path().with_extension("pod.yaml");
+        std::fs::write(&file, pod).expect("write");
+        let played = PlayedPod { name, file };
+        let out = Eng::Podman.run(&["kube", "play", "--network", "none", played.file()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        played
+    }
+
+    fn file(&self) -> &str {
+        self.file.to_str().expect("utf-8")
+    }
+
+    fn container(&self, which: &str) -> String {
+        format!("{}-{which}", self.name)
+    }
+
+    /// The exit status of the pod's container `which`, once it has exited.
+    fn exited(&self, which: &str, within: Duration) -> String {
+        let end = Instant::now() + within;
+        loop {
+            let state = Eng::Podman.run(&[
+                "inspect",
+                &self.container(which),
+                "--format",
+                "{{.State.Status}} {{.State.ExitCode}}",
+            ]);
+            let state = stdout(&state);
+            if let Some(code) = state.trim().strip_prefix("exited ") {
+                return code.to_string();
+            }
+            assert!(Instant::now() < end, "{which} is still {state}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn logs(&self, which: &str) -> String {
+        let logs = Eng::Podman.run(&["logs", &self.container(which)]);
+        format!("{}{}", stdout(&logs), stderr(&logs))
+    }
+
+    /// Runs `argv` in the container `which`, as cordon's client does over the cluster's API.
+    fn exec(&self, which: &str, argv: &[String], input: &[u8]) -> Output {
+        let mut cmd = Eng::Podman.command(Eng::Podman.conf().as_deref());
+        let mut child = cmd
+            .args(["exec", "-i", &self.container(which)])
+            .args(argv)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("podman exec");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(input).expect("write to podman exec");
+        drop(stdin);
+        child.wait_with_output().expect("podman exec")
+    }
+}
+
+impl Drop for PlayedPod {
+    fn drop(&mut self) {
+        Eng::Podman.run(&["kube", "down", self.file()]);
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// The Pod with an empty working directory, as a person would apply it by hand: the command
+/// runs as the unprivileged user in the working directory, its output and exit status come
+/// back, the working directory and /tmp are writable and the rest is read-only, and the pod
+/// has no network but loopback.
 #[test]
 fn the_rendered_pod_runs_under_podman_kube_play() {
     let Some(p) = Project::new(Eng::Podman) else {
@@ -878,56 +973,9 @@ fn the_rendered_pod_runs_under_podman_kube_play() {
     };
     let script = "echo hi; id -u; pwd; echo x > /etc/planted; echo y > ./in-ws && echo ws-ok; \
                   echo t > /tmp/t && echo tmp-ok; echo nets: $(ls /sys/class/net); exit 3";
-    let image = format!("localhost/{IMAGE}");
-    let o = Command::new(cordon_bin())
-        .args([
-            "run",
-            "--backend",
-            "kubernetes",
-            "--k8s-kind",
-            "pod",
-            "--dry-run",
-        ])
-        .args(["--image", &image, "--", "sh", "-c", script])
-        .current_dir(p.path())
-        .output()
-        .expect("run cordon");
-    assert!(o.status.success(), "{}", stderr(&o));
-    let yaml = stdout(&o);
-    let pod = yaml
-        .split("---\n")
-        .find(|doc| doc.lines().any(|l| l == "kind: Pod"))
-        .expect("a Pod");
-    let name = pod
-        .lines()
-        .skip_while(|l| *l != "metadata:")
-        .find_map(|l| l.strip_prefix("  name: "))
-        .expect("the pod's name")
-        .to_string();
-    let file = p.path().join("pod.yaml");
-    std::fs::write(&file, pod).expect("write");
-    let file = file.to_str().expect("utf-8");
-    let played = Eng::Podman.run(&["kube", "play", "--network", "none", file]);
-    assert!(played.status.success(), "{}", stderr(&played));
-    let container = format!("{name}-run");
-    let end = Instant::now() + Duration::from_secs(60);
-    let code = loop {
-        let state = Eng::Podman.run(&[
-            "inspect",
-            &container,
-            "--format",
-            "{{.State.Status}} {{.State.ExitCode}}",
-        ]);
-        let state = stdout(&state);
-        if let Some(code) = state.trim().strip_prefix("exited ") {
-            break code.to_string();
-        }
-        assert!(Instant::now() < end, "still {state}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let logs = Eng::Podman.run(&["logs", &container]);
-    let said = format!("{}{}", stdout(&logs), stderr(&logs));
-    Eng::Podman.run(&["kube", "down", file]);
+    let pod = PlayedPod::play(&p, &["--k8s-workspace", "empty", "--", "sh", "-c", script]);
+    let code = pod.exited("run", Duration::from_secs(60));
+    let said = pod.logs("run");
     assert_eq!(code, "3", "{said}");
     let cwd = p.path().to_str().expect("utf-8");
     for want in [
@@ -941,4 +989,81 @@ fn the_rendered_pod_runs_under_podman_kube_play() {
     ] {
         assert!(said.contains(want), "{want:?} in:\n{said}");
     }
+}
+
+fn walls(p: &Project) -> cordon_app::workspace::Walls {
+    cordon_app::workspace::Walls {
+        hidden: vec![p.path().join(".env")],
+        ..Default::default()
+    }
+}
+
+/// The working directory copied in and back the way `cordon run --backend kubernetes` does it,
+/// with podman's `exec` in place of the cluster's: the command waits for its directory, sees
+/// it but not the hidden `.env`, and what it changed comes back, except what the local sandbox
+/// would have kept read-only. The copying container then ends by itself.
+#[test]
+fn the_working_directory_goes_to_the_pod_and_back_within_the_walls() {
+    use cordon_app::run::kubernetes::sync;
+    use cordon_sandbox::kubernetes::copy;
+    let Some(p) = Project::new(Eng::Podman) else {
+        return;
+    };
+    std::fs::write(p.path().join("in.txt"), "from the laptop\n").expect("write");
+    std::fs::write(p.path().join("old.txt"), "old\n").expect("write");
+    std::fs::write(p.path().join(".env"), "TOKEN=secret\n").expect("write");
+    let script = "cat in.txt; ls -a; echo changed > in.txt; echo new > new.txt; rm old.txt; \
+                  echo evil > .bashrc; exit 3";
+    let pod = PlayedPod::play(&p, &["--", "sh", "-c", script]);
+    let root = cordon_sandbox::beneath::Root::open(p.path()).expect("open");
+    let mut tar = Vec::new();
+    let sent = sync::pack(&root, &walls(&p), &mut tar).expect("pack");
+    let cwd = p.path().to_str().expect("utf-8");
+    let copied_in = pod.exec(copy::CONTAINER, &copy::copy_in(cwd), &tar);
+    assert!(copied_in.status.success(), "{}", stderr(&copied_in));
+    let code = pod.exited(copy::RUN_CONTAINER, Duration::from_secs(60));
+    let said = pod.logs(copy::RUN_CONTAINER);
+    assert_eq!(code, "3", "{said}");
+    assert!(said.contains("from the laptop\n"), "{said}");
+    assert!(!said.contains(".env"), "the hidden file was sent: {said}");
+    let back = pod.exec(copy::CONTAINER, &copy::copy_back(cwd), b"");
+    assert!(back.status.success(), "{}", stderr(&back));
+    let report = sync::unpack(&root, &walls(&p), &sent, back.stdout.as_slice()).expect("unpack");
+    let read = |f: &str| std::fs::read_to_string(p.path().join(f)).unwrap_or_default();
+    assert_eq!(read("in.txt"), "changed\n", "{report:?}");
+    assert_eq!(read("new.txt"), "new\n");
+    assert!(!p.path().join("old.txt").exists());
+    assert!(!p.path().join(".bashrc").exists(), "{report:?}");
+    assert_eq!(read(".env"), "TOKEN=secret\n");
+    assert!(
+        report
+            .refused
+            .iter()
+            .any(|(f, _)| f == Path::new(".bashrc"))
+    );
+    assert_eq!(pod.exited(copy::CONTAINER, Duration::from_secs(10)), "0");
+}
+
+/// A pod whose cordon was killed after the command started (SIGKILL: nothing copies back and
+/// nothing deletes the pod) ends by itself: the copying container gives up waiting for the copy
+/// back. Podman enforces neither `activeDeadlineSeconds` nor `shutdownTime`, so this checks the
+/// pod's own bounds only; on a cluster those deadlines bound the command too.
+#[test]
+fn the_pod_of_a_killed_run_ends_by_itself() {
+    use cordon_sandbox::kubernetes::copy;
+    let Some(p) = Project::new(Eng::Podman) else {
+        return;
+    };
+    let pod = PlayedPod::play(&p, &["--", "sh", "-c", "exit 0"]);
+    let cwd = p.path().to_str().expect("utf-8");
+    // An empty archive: two zeroed blocks.
+    let tar = vec![0u8; 1024];
+    let copied_in = pod.exec(copy::CONTAINER, &copy::copy_in(cwd), &tar);
+    assert!(copied_in.status.success(), "{}", stderr(&copied_in));
+    assert_eq!(
+        pod.exited(copy::RUN_CONTAINER, Duration::from_secs(60)),
+        "0"
+    );
+    let within = Duration::from_secs(u64::from(copy::COPY_BACK_WITHIN_SECS) + 15);
+    assert_eq!(pod.exited(copy::CONTAINER, within), "0");
 }

@@ -4,7 +4,7 @@
 
 pub mod paths;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -121,17 +121,22 @@ pub fn plan(config: &RunConfig) -> anyhow::Result<Plan> {
 /// must keep to the same walls, also for paths made later.
 pub fn walls(config: &RunConfig) -> anyhow::Result<(Plan, LivePatterns)> {
     let plan = plan(config)?;
+    let live = live_patterns(config, &plan.cwd)?;
+    Ok((plan, live))
+}
+
+/// The patterns among `config`'s deny and allow paths, relative ones anchored at `cwd`.
+pub fn live_patterns(config: &RunConfig, cwd: &Path) -> anyhow::Result<LivePatterns> {
     let live = |list: &[PathBuf], flag| -> anyhow::Result<Vec<LivePattern>> {
         let mut out = Vec::new();
         for p in list {
-            out.extend(LivePattern::new(p, &plan.cwd, flag)?);
+            out.extend(LivePattern::new(p, cwd, flag)?);
         }
         Ok(out)
     };
-    let live = LivePatterns {
+    Ok(LivePatterns {
         hidden: live(&config.deny_read, Flag::DenyRead)?,
         reopened: live(&config.allow_read, Flag::AllowRead)?,
         read_only: live(&config.deny_write, Flag::DenyWrite)?,
-    };
-    Ok((plan, live))
+    })
 }

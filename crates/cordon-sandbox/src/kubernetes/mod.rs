@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use crate::{NetworkMode, SandboxSpec};
 
+pub mod copy;
 #[cfg(test)]
 mod tests;
 
@@ -130,6 +131,32 @@ impl Loosen {
 /// The proxy's port, for HTTP and SOCKS5 alike.
 pub const PROXY_PORT: u16 = 3128;
 
+/// How the working directory reaches the pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workspace {
+    /// An empty directory, and the command starts at once: for manifests a person applies
+    /// (`kubectl apply`) and for templates, whose pods nobody copies into.
+    #[default]
+    Empty,
+    /// cordon copies the working directory in before the command starts and what changed back
+    /// after it ends ([`copy`]). The pod then holds a second container, [`copy::CONTAINER`],
+    /// that lives on after the command for the copy back.
+    Copied,
+}
+
+impl Workspace {
+    pub const NAMES: [&'static str; 2] = ["copy", "empty"];
+
+    pub fn parse(name: &str) -> Option<Workspace> {
+        match name {
+            "copy" => Some(Workspace::Copied),
+            "empty" => Some(Workspace::Empty),
+            _ => None,
+        }
+    }
+}
+
 /// What the cluster needs besides the spec.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -154,6 +181,7 @@ pub struct Options {
     /// With [`Kind::Template`]: a `SandboxWarmPool` keeping this many sandboxes ready. They
     /// share the template's proxy and policies.
     pub pool: Option<u32>,
+    pub workspace: Workspace,
 }
 
 /// The rendered objects, in the order they must be created.
@@ -198,6 +226,10 @@ pub enum KubeError {
     Inbound,
     #[error("a warm pool is made from a template: add --k8s-kind template")]
     PoolWithoutTemplate,
+    #[error(
+        "a template's pods are claimed later, by whoever claims them, so nothing copies a working directory into them: add --k8s-workspace empty"
+    )]
+    CopiedTemplate,
 }
 
 /// The manifests that run `spec` on a cluster.
@@ -219,6 +251,9 @@ pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError
     }
     if opts.pool.is_some() && opts.kind != Kind::Template {
         return Err(KubeError::PoolWithoutTemplate);
+    }
+    if opts.kind == Kind::Template && opts.workspace == Workspace::Copied {
+        return Err(KubeError::CopiedTemplate);
     }
     let tmp = Path::new("/tmp");
     // The working directory and the run's own temporary directory are the pod's volumes;
@@ -448,20 +483,54 @@ fn pod_spec(spec: &SandboxSpec, opts: &Options, proxy: Option<&str>) -> Value {
     if let Some(bytes) = spec.limits.scratch_bytes {
         tmp["sizeLimit"] = json!(bytes.to_string());
     }
+    // Each volume's name carries the run's: podman's `kube play` makes an `emptyDir` a named
+    // volume that every pod with a volume of that name shares.
+    let [ws, tmp_volume, signals] =
+        ["ws", "tmp", copy::VOLUME].map(|v| format!("{}-{v}", opts.name));
+    let mut mounts = vec![
+        json!({"name": ws, "mountPath": cwd}),
+        json!({"name": tmp_volume, "mountPath": "/tmp"}),
+    ];
+    let copied = opts.workspace == Workspace::Copied;
+    if copied {
+        mounts.push(json!({"name": signals, "mountPath": copy::DIR}));
+    }
     let mut container = json!({
-        "name": "run",
+        "name": copy::RUN_CONTAINER,
         "image": opts.image,
-        "command": spec.argv,
+        "command": if copied { copy::gated(&spec.argv) } else { spec.argv.clone() },
         "workingDir": cwd,
         "env": env,
         "securityContext": container_security(&opts.loosen),
-        "volumeMounts": [
-            {"name": "workspace", "mountPath": cwd},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
+        "volumeMounts": mounts,
     });
+    if copied {
+        // cordon attaches to the command's input and output before letting it start.
+        container["stdin"] = json!(true);
+        container["stdinOnce"] = json!(true);
+    }
     if !resources.is_empty() {
         container["resources"] = json!({"limits": resources});
+    }
+    let mut containers = vec![container];
+    let mut volumes = vec![
+        json!({"name": ws, "emptyDir": {}}),
+        json!({"name": tmp_volume, "emptyDir": tmp}),
+    ];
+    if copied {
+        containers.push(json!({
+            "name": copy::CONTAINER,
+            "image": opts.image,
+            "command": copy::holder(),
+            "workingDir": cwd,
+            "env": [{"name": "PATH", "value": copy::PATH}],
+            "securityContext": container_security(&opts.loosen),
+            "volumeMounts": [
+                {"name": ws, "mountPath": cwd},
+                {"name": signals, "mountPath": copy::DIR},
+            ],
+        }));
+        volumes.push(json!({"name": signals, "emptyDir": {"sizeLimit": "1Mi"}}));
     }
     let user = user(&opts.loosen);
     let mut pod = json!({
@@ -476,11 +545,8 @@ fn pod_spec(spec: &SandboxSpec, opts: &Options, proxy: Option<&str>) -> Value {
             "fsGroup": user,
             "seccompProfile": seccomp(&opts.loosen),
         },
-        "containers": [container],
-        "volumes": [
-            {"name": "workspace", "emptyDir": {}},
-            {"name": "tmp", "emptyDir": tmp},
-        ],
+        "containers": containers,
+        "volumes": volumes,
     });
     if let Some(class) = &opts.runtime_class {
         pod["runtimeClassName"] = json!(class);

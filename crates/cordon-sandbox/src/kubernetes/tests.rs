@@ -175,6 +175,53 @@ fn a_plain_pod_has_the_time_limit_as_its_deadline() {
     assert!(m.weaker[0].contains("process limit"));
 }
 
+/// With a copied working directory the command waits for it, attached to cordon, and a second
+/// container with the same restrictions holds the directory for the copies.
+#[test]
+fn a_copied_workspace_gates_the_command_and_holds_the_directory() {
+    let mut opts = options();
+    opts.workspace = Workspace::Copied;
+    let m = render(&spec(), &opts).expect("renders");
+    let pod = &m.objects[0]["spec"]["podTemplate"]["spec"];
+    let run = &pod["containers"][0];
+    assert_eq!(run["name"], copy::RUN_CONTAINER);
+    assert_eq!(run["stdin"], true);
+    assert_eq!(run["stdinOnce"], true);
+    let command: Vec<&str> = run["command"]
+        .as_array()
+        .expect("command")
+        .iter()
+        .map(|a| a.as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(command[..2], ["/bin/sh", "-c"]);
+    assert!(command[2].contains(copy::GO), "{}", command[2]);
+    assert_eq!(command[3..], ["cordon-run", "make", "test"]);
+    let holder = &pod["containers"][1];
+    assert_eq!(holder["name"], copy::CONTAINER);
+    assert_eq!(holder["securityContext"], run["securityContext"]);
+    assert!(holder.get("stdin").is_none());
+    let mounts = |c: &Value| -> Vec<String> {
+        c["volumeMounts"]
+            .as_array()
+            .expect("mounts")
+            .iter()
+            .map(|m| m["mountPath"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(mounts(run), ["/home/ada/proj", "/tmp", copy::DIR]);
+    assert_eq!(mounts(holder), ["/home/ada/proj", copy::DIR]);
+    // Volume names carry the run's, so that podman's kube play, which shares a named volume
+    // between pods, keeps two runs apart.
+    for v in pod["volumes"].as_array().expect("volumes") {
+        let name = v["name"].as_str().unwrap_or_default();
+        assert!(name.starts_with("cordon-proj-0123-"), "{name}");
+    }
+    let mut template = options();
+    template.kind = Kind::Template;
+    template.workspace = Workspace::Copied;
+    assert_eq!(render(&spec(), &template), Err(KubeError::CopiedTemplate));
+}
+
 /// What a pod cannot express is refused, saying what to change.
 #[test]
 fn what_a_pod_cannot_express_is_refused_by_name() {

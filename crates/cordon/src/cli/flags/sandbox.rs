@@ -13,7 +13,7 @@ use cordon_app::run::backend::{Backend, BackendChoice};
 use cordon_app::run::container::ContainerOptions;
 use cordon_app::run::kubernetes::KubeOptions;
 use cordon_app::settings::{self, LayerValues, some};
-use cordon_sandbox::kubernetes::{Kind, Loosen};
+use cordon_sandbox::kubernetes::{Kind, Loosen, Workspace};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Network {
@@ -241,6 +241,11 @@ pub struct BackendFlags {
     /// as weaker.
     #[arg(long, value_name = "DEFAULT", value_parser = |s: &str| Loosen::parse(s).ok_or_else(|| format!("`{s}` is not a default cordon lets go of; use {}", Loosen::NAMES.join(", "))))]
     k8s_loosen: Vec<Loosen>,
+    /// How the working directory reaches the pod: copy (copied in before the command starts,
+    /// and what changed copied back after, within the same walls as a local run) or empty (an
+    /// empty directory, for manifests applied by hand) [default: copy, empty for templates].
+    #[arg(long, value_name = "HOW", value_parser = |s: &str| Workspace::parse(s).ok_or_else(|| format!("`{s}` is not a way to give the pod its working directory; use {}", Workspace::NAMES.join(", "))))]
+    k8s_workspace: Option<Workspace>,
 }
 
 impl BackendFlags {
@@ -262,6 +267,7 @@ impl BackendFlags {
                 proxy_image: self.k8s_proxy_image.clone(),
                 pool: self.k8s_pool,
                 loosen: self.k8s_loosen.clone(),
+                workspace: self.k8s_workspace,
             },
         }
     }

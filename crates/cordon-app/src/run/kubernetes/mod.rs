@@ -3,9 +3,13 @@
 //! local proxy would enforce. `--dry-run` prints them as YAML; cordon does not yet apply them
 //! to a cluster itself.
 
+pub mod sync;
+
+use std::io::Write;
+
 use anyhow::Context;
 use cordon_sandbox::NetworkMode;
-use cordon_sandbox::kubernetes::{self, Kind, Loosen, Options};
+use cordon_sandbox::kubernetes::{self, Kind, Loosen, Options, Workspace};
 use serde::{Deserialize, Serialize};
 
 use super::backend::{Elsewhere, run_tag};
@@ -26,6 +30,8 @@ pub struct KubeOptions {
     pub pool: Option<u32>,
     /// The secure defaults let go of.
     pub loosen: Vec<Loosen>,
+    /// `copy` or `empty` [default: copy, but for templates].
+    pub workspace: Option<Workspace>,
 }
 
 impl KubeOptions {
@@ -36,6 +42,15 @@ impl KubeOptions {
             || self.proxy_image.is_some()
             || self.pool.is_some()
             || !self.loosen.is_empty()
+            || self.workspace.is_some()
+    }
+
+    fn workspace(&self) -> Workspace {
+        match (self.workspace, self.kind.unwrap_or_default()) {
+            (Some(w), _) => w,
+            (None, Kind::Template) => Workspace::Empty,
+            (None, _) => Workspace::Copied,
+        }
     }
 }
 
@@ -69,17 +84,20 @@ pub fn print(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> an
         proxy_image: kube.proxy_image.clone(),
         proxy_settings: Some(network_settings(&run.config.net)?),
         pool: kube.pool,
+        workspace: kube.workspace(),
     };
     let manifests = kubernetes::render(&spec, &options)?;
     for why in run.weaker.iter().chain(&manifests.weaker) {
         eprintln!("cordon: warning: on the cluster, weaker than asked: {why}");
     }
+    let mut out = std::io::stdout().lock();
     for object in &manifests.objects {
-        println!("---");
-        print!(
-            "{}",
-            serde_yaml_ng::to_string(object).context("cannot write a manifest as YAML")?
-        );
+        let yaml = serde_yaml_ng::to_string(object).context("cannot write a manifest as YAML")?;
+        match write!(out, "---\n{yaml}") {
+            // Whoever reads the manifests stopped reading (`| head`): nothing is lost.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            other => other.context("cannot print the manifests")?,
+        }
     }
     Ok(())
 }
