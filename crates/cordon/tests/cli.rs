@@ -39,6 +39,8 @@ impl Env {
             .current_dir(self.path("ws"))
             .env("HOME", self.path("home"))
             .env_remove("XDG_CONFIG_HOME")
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
             .env("CORDON_ADMIN_POLICY_DIR", self.path("admin"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -1018,7 +1020,27 @@ fn kubernetes_dry_run_prints_manifests_and_refuses_the_rest() {
     let socket = socket.to_str().expect("utf-8").to_string();
 
     for (args, says) in [
-        (&["--image", "debian:12", "--", "true"][..], "add --dry-run"),
+        // No kubeconfig in the empty home, and not inside a cluster.
+        (
+            &["--image", "debian:12", "--", "true"][..],
+            "no cluster to talk to",
+        ),
+        (
+            &["--image", "i", "--k8s-kind", "template", "--", "true"][..],
+            "add --dry-run and apply them with kubectl",
+        ),
+        (
+            &[
+                "--dry-run",
+                "--image",
+                "i",
+                "--k8s-workspace",
+                "nfs",
+                "--",
+                "true",
+            ][..],
+            "use copy, empty",
+        ),
         (&["--dry-run", "--", "true"][..], "no image"),
         (
             &[
@@ -1066,6 +1088,31 @@ fn kubernetes_dry_run_prints_manifests_and_refuses_the_rest() {
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
         assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
     }
+    // A kubeconfig that cannot be read is named.
+    let bad = env.path("kubeconfig.yaml");
+    std::fs::write(&bad, "clusters: [oops\n").expect("write");
+    let o = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args([
+            "run",
+            "--backend",
+            "kubernetes",
+            "--image",
+            "i",
+            "--",
+            "true",
+        ])
+        .current_dir(env.path("ws"))
+        .env("HOME", env.path("home"))
+        .env("KUBECONFIG", &bad)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .expect("run cordon");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("KUBECONFIG={}", bad.display())),
+        "{}",
+        stderr(&o)
+    );
     // CORDON_SANDBOX=kubernetes chooses it as well.
     let o = Command::new(env!("CARGO_BIN_EXE_cordon"))
         .args(["run", "--dry-run", "--image", "debian:12", "--", "true"])

@@ -174,9 +174,6 @@ impl BackendChoice {
                     "--container-profile, --pass-api-keys and --no-ssh-agent are for the container backends; a pod takes --image only"
                 )
             }
-            Backend::Kubernetes if !self.dry_run => bail!(
-                "--backend kubernetes: cordon does not talk to a cluster yet; add --dry-run to print the manifests (kubectl apply -f - runs them)"
-            ),
             Backend::Docker | Backend::Podman | Backend::Container
                 if self.seatbelt_profile.is_some() =>
             {
@@ -262,8 +259,8 @@ pub fn run_elsewhere(args: &BackendChoice, run: Elsewhere<'_>) -> anyhow::Result
             Ok(Some(0))
         }
         (Backend::Kubernetes, false) => {
-            args.validate()?;
-            bail!("--backend kubernetes: cordon does not talk to a cluster yet")
+            super::kubernetes::run(&args.kubernetes, args.container.image.as_deref(), &run)
+                .map(Some)
         }
         (Backend::Docker | Backend::Podman | Backend::Container, _) => {
             unreachable!("container backends are handled above")

@@ -1,8 +1,9 @@
 //! `--backend kubernetes`: the run's spec rendered as the manifests that run it on a cluster
 //! (`cordon_sandbox::kubernetes`), with the same `[network]` rules for the proxy pod as the
-//! local proxy would enforce. `--dry-run` prints them as YAML; cordon does not yet apply them
-//! to a cluster itself.
+//! local proxy would enforce. `--dry-run` prints them as YAML; otherwise [`client`] runs them.
 
+mod client;
+mod explain;
 pub mod sync;
 
 use std::io::Write;
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::backend::{Elsewhere, run_tag};
 use crate::config::NetConfig;
 use crate::settings::file::{NetworkTable, SettingsFile};
+use crate::workspace::Walls;
 
 /// The flags of the kubernetes backend.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -54,9 +56,15 @@ impl KubeOptions {
     }
 }
 
-/// Prints the manifests for `run` as YAML documents, and on standard error what the cluster
-/// enforces less strictly than asked.
-pub fn print(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> anyhow::Result<()> {
+/// The manifests for `run`, with the options they were rendered with; what the cluster
+/// enforces less strictly than asked is said on standard error. A run cordon drives always
+/// gets the gated pod, whose command waits for cordon to attach (and copy the directory in).
+fn render(
+    kube: &KubeOptions,
+    image: Option<&str>,
+    run: &Elsewhere<'_>,
+    driven: bool,
+) -> anyhow::Result<(kubernetes::Manifests, Options)> {
     let mut spec = run.spec.clone();
     if run.publishes {
         // The local runner makes the way in; on a cluster it would lead to this machine.
@@ -84,12 +92,22 @@ pub fn print(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> an
         proxy_image: kube.proxy_image.clone(),
         proxy_settings: Some(network_settings(&run.config.net)?),
         pool: kube.pool,
-        workspace: kube.workspace(),
+        workspace: if driven {
+            Workspace::Copied
+        } else {
+            kube.workspace()
+        },
     };
     let manifests = kubernetes::render(&spec, &options)?;
     for why in run.weaker.iter().chain(&manifests.weaker) {
         eprintln!("cordon: warning: on the cluster, weaker than asked: {why}");
     }
+    Ok((manifests, options))
+}
+
+/// Prints the manifests for `run` as YAML documents.
+pub fn print(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> anyhow::Result<()> {
+    let (manifests, _) = render(kube, image, run, false)?;
     let mut out = std::io::stdout().lock();
     for object in &manifests.objects {
         let yaml = serde_yaml_ng::to_string(object).context("cannot write a manifest as YAML")?;
@@ -100,6 +118,31 @@ pub fn print(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> an
         }
     }
     Ok(())
+}
+
+/// Runs `run` on the cluster and returns the command's exit status.
+pub fn run(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> anyhow::Result<u8> {
+    if kube.kind == Some(Kind::Template) {
+        anyhow::bail!(
+            "--k8s-kind template makes objects for claims and warm pools, which outlive a run: add --dry-run and apply them with kubectl"
+        );
+    }
+    let (manifests, options) = render(kube, image, run, true)?;
+    let walls = Walls {
+        hidden: run.spec.hidden.clone(),
+        reopened: run.spec.reopened.clone(),
+        read_only: run.spec.read_only.clone(),
+        live: crate::plan::live_patterns(run.config, &run.spec.cwd)?,
+    };
+    let copied = kube.workspace() == Workspace::Copied;
+    client::run(&client::Job {
+        manifests: &manifests,
+        name: &options.name,
+        namespace: options.namespace.as_deref(),
+        runtime_class: options.runtime_class.as_deref(),
+        cwd: &run.spec.cwd,
+        copy: copied.then_some(&walls),
+    })
 }
 
 /// The run's hosts as the `[network]` of a cordon.toml, for the proxy pod: the same rules the
