@@ -132,6 +132,14 @@ fn variants() -> Vec<(String, Manifests)> {
             with(&|o| o.workspace = Workspace::Copied),
         ),
         (
+            "a claimed workspace volume",
+            spec(),
+            with(&|o| {
+                o.workspace = Workspace::Volume;
+                o.volume_size = Some("20Gi".into());
+            }),
+        ),
+        (
             "a plain pod with a copied working directory",
             spec(),
             with(&|o| {
@@ -193,7 +201,7 @@ fn every_rendered_object_fits_agent_sandboxs_schema() {
         }
     }
     assert!(
-        checked >= 13,
+        checked >= 14,
         "every variant's objects were checked: {checked}"
     );
 }

@@ -158,7 +158,7 @@ impl BackendChoice {
         let kube = self.backend() == Backend::Kubernetes;
         if self.kubernetes.is_set() && !kube {
             bail!(
-                "--k8s-kind, --k8s-pool, --k8s-loosen, --k8s-workspace, --namespace, --runtime-class and --k8s-proxy-image are for the kubernetes backend; add --backend kubernetes"
+                "--k8s-kind, --k8s-pool, --k8s-loosen, --k8s-workspace, --k8s-volume-size, --namespace, --runtime-class and --k8s-proxy-image are for the kubernetes backend; add --backend kubernetes"
             );
         }
         match self.backend() {

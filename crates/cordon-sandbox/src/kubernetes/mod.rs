@@ -141,21 +141,34 @@ pub enum Workspace {
     Empty,
     /// cordon copies the working directory in before the command starts and what changed back
     /// after it ends ([`copy`]). The pod then holds a second container, [`copy::CONTAINER`],
-    /// that lives on after the command for the copy back.
+    /// that lives on after the command for the copy back. The directory is an `emptyDir` on
+    /// the node's disk.
     Copied,
+    /// Copied the same way, onto a volume claimed for the sandbox (`volumeClaimTemplates`):
+    /// storage of its own size instead of the node's, for big directories and long sessions.
+    Volume,
 }
 
 impl Workspace {
-    pub const NAMES: [&'static str; 2] = ["copy", "empty"];
+    pub const NAMES: [&'static str; 3] = ["copy", "empty", "volume"];
 
     pub fn parse(name: &str) -> Option<Workspace> {
         match name {
             "copy" => Some(Workspace::Copied),
             "empty" => Some(Workspace::Empty),
+            "volume" => Some(Workspace::Volume),
             _ => None,
         }
     }
+
+    /// Whether cordon copies the working directory in and back.
+    pub fn is_copied(self) -> bool {
+        self != Workspace::Empty
+    }
 }
+
+/// The size a claimed workspace volume asks for unless told otherwise.
+pub const DEFAULT_VOLUME_SIZE: &str = "10Gi";
 
 /// What the cluster needs besides the spec.
 #[derive(Debug, Clone, Default)]
@@ -182,6 +195,9 @@ pub struct Options {
     /// share the template's proxy and policies.
     pub pool: Option<u32>,
     pub workspace: Workspace,
+    /// With [`Workspace::Volume`]: the storage the claim asks for, as a Kubernetes quantity
+    /// [default: [`DEFAULT_VOLUME_SIZE`]].
+    pub volume_size: Option<String>,
 }
 
 /// The rendered objects, in the order they must be created.
@@ -230,6 +246,14 @@ pub enum KubeError {
         "a template's pods are claimed later, by whoever claims them, so nothing copies a working directory into them: add --k8s-workspace empty"
     )]
     CopiedTemplate,
+    #[error(
+        "a workspace volume is claimed through agent-sandbox's Sandbox (volumeClaimTemplates), which a plain Pod does not have: use --k8s-kind sandbox, or --k8s-workspace copy"
+    )]
+    VolumeNeedsSandbox,
+    #[error(
+        "`{0}` is not a size Kubernetes takes: give a number with an optional unit, such as 500Mi, 10Gi or 1Ti"
+    )]
+    BadSize(String),
 }
 
 /// The manifests that run `spec` on a cluster.
@@ -252,8 +276,15 @@ pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError
     if opts.pool.is_some() && opts.kind != Kind::Template {
         return Err(KubeError::PoolWithoutTemplate);
     }
-    if opts.kind == Kind::Template && opts.workspace == Workspace::Copied {
+    if opts.kind == Kind::Template && opts.workspace.is_copied() {
         return Err(KubeError::CopiedTemplate);
+    }
+    if opts.workspace == Workspace::Volume && opts.kind != Kind::Sandbox {
+        return Err(KubeError::VolumeNeedsSandbox);
+    }
+    let volume_size = opts.volume_size.as_deref().unwrap_or(DEFAULT_VOLUME_SIZE);
+    if !valid_quantity(volume_size) {
+        return Err(KubeError::BadSize(volume_size.to_string()));
     }
     let tmp = Path::new("/tmp");
     // The working directory and the run's own temporary directory are the pod's volumes;
@@ -326,6 +357,16 @@ pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError
             if let Some(t) = &opts.shutdown_time {
                 body["shutdownTime"] = json!(t);
             }
+            if opts.workspace == Workspace::Volume {
+                // The controller adds the pod's volume of this name, bound to the claim.
+                body["volumeClaimTemplates"] = json!([{
+                    "metadata": {"name": workspace_volume(name)},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": volume_size}},
+                    },
+                }]);
+            }
             json!({
                 "apiVersion": "agents.x-k8s.io/v1beta1",
                 "kind": "Sandbox",
@@ -368,6 +409,28 @@ pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError
     }));
     objects.extend(pool);
     Ok(Manifests { objects, weaker })
+}
+
+/// The name of the volume that holds the working directory in a run's pod.
+pub fn workspace_volume(run: &str) -> String {
+    format!("{run}-ws")
+}
+
+/// A Kubernetes quantity, as far as a size goes: digits, an optional fraction, an optional
+/// binary or decimal unit.
+fn valid_quantity(text: &str) -> bool {
+    let units = [
+        "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E",
+    ];
+    let number = units
+        .iter()
+        .find_map(|u| text.strip_suffix(u))
+        .unwrap_or(text);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, "0"));
+    !whole.is_empty()
+        && whole.chars().all(|c| c.is_ascii_digit())
+        && !fraction.is_empty()
+        && fraction.chars().all(|c| c.is_ascii_digit())
 }
 
 /// A DNS label short enough for every name derived from it (`NAME-proxy-settings`).
@@ -485,13 +548,13 @@ fn pod_spec(spec: &SandboxSpec, opts: &Options, proxy: Option<&str>) -> Value {
     }
     // Each volume's name carries the run's: podman's `kube play` makes an `emptyDir` a named
     // volume that every pod with a volume of that name shares.
-    let [ws, tmp_volume, signals] =
-        ["ws", "tmp", copy::VOLUME].map(|v| format!("{}-{v}", opts.name));
+    let ws = workspace_volume(&opts.name);
+    let [tmp_volume, signals] = ["tmp", copy::VOLUME].map(|v| format!("{}-{v}", opts.name));
     let mut mounts = vec![
         json!({"name": ws, "mountPath": cwd}),
         json!({"name": tmp_volume, "mountPath": "/tmp"}),
     ];
-    let copied = opts.workspace == Workspace::Copied;
+    let copied = opts.workspace.is_copied();
     if copied {
         mounts.push(json!({"name": signals, "mountPath": copy::DIR}));
     }
@@ -513,10 +576,10 @@ fn pod_spec(spec: &SandboxSpec, opts: &Options, proxy: Option<&str>) -> Value {
         container["resources"] = json!({"limits": resources});
     }
     let mut containers = vec![container];
-    let mut volumes = vec![
-        json!({"name": ws, "emptyDir": {}}),
-        json!({"name": tmp_volume, "emptyDir": tmp}),
-    ];
+    let mut volumes = vec![json!({"name": tmp_volume, "emptyDir": tmp})];
+    if opts.workspace != Workspace::Volume {
+        volumes.insert(0, json!({"name": ws, "emptyDir": {}}));
+    }
     if copied {
         containers.push(json!({
             "name": copy::CONTAINER,

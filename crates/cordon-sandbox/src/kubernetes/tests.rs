@@ -222,6 +222,41 @@ fn a_copied_workspace_gates_the_command_and_holds_the_directory() {
     assert_eq!(render(&spec(), &template), Err(KubeError::CopiedTemplate));
 }
 
+/// A claimed workspace is a volume claim template of the Sandbox, which the controller binds
+/// to the pod's volume of that name; a plain Pod cannot claim one.
+#[test]
+fn a_workspace_volume_is_claimed_by_the_sandbox() {
+    let mut opts = options();
+    opts.workspace = Workspace::Volume;
+    opts.volume_size = Some("50Gi".into());
+    let m = render(&spec(), &opts).expect("renders");
+    let body = &m.objects[0]["spec"];
+    let claim = &body["volumeClaimTemplates"][0];
+    assert_eq!(claim["metadata"]["name"], "cordon-proj-0123-ws");
+    assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "50Gi");
+    let pod = &body["podTemplate"]["spec"];
+    let volumes: Vec<&str> = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .map(|v| v["name"].as_str().unwrap_or_default())
+        .collect();
+    assert!(!volumes.contains(&"cordon-proj-0123-ws"), "{volumes:?}");
+    assert_eq!(
+        pod["containers"][0]["volumeMounts"][0]["name"],
+        "cordon-proj-0123-ws"
+    );
+    assert_eq!(pod["containers"].as_array().map(Vec::len), Some(2));
+    opts.volume_size = Some("lots".into());
+    assert_eq!(
+        render(&spec(), &opts),
+        Err(KubeError::BadSize("lots".into()))
+    );
+    opts.volume_size = None;
+    opts.kind = Kind::Pod;
+    assert_eq!(render(&spec(), &opts), Err(KubeError::VolumeNeedsSandbox));
+}
+
 /// What a pod cannot express is refused, saying what to change.
 #[test]
 fn what_a_pod_cannot_express_is_refused_by_name() {

@@ -50,6 +50,8 @@ pub struct Job<'a> {
     /// The walls the copies keep to, when the working directory is copied; without, the pod's
     /// starts empty and nothing comes back.
     pub copy: Option<&'a Walls>,
+    /// The workspace's volume claim, which the controller makes and cordon deletes.
+    pub claim: Option<String>,
 }
 
 /// Runs the job and returns the command's exit status.
@@ -97,6 +99,18 @@ pub fn run(job: &Job<'_>) -> anyhow::Result<u8> {
                 && !explain::is_not_found(&e)
             {
                 left.push(format!("{} ({})", m.shown, explain::api(Step::Delete, &namespace, &e)));
+            }
+        }
+        if let Some(claim) = &job.claim {
+            let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+                Api::namespaced(client.clone(), &namespace);
+            if let Err(e) = claims.delete(claim, &DeleteParams::background()).await
+                && !explain::is_not_found(&e)
+            {
+                left.push(format!(
+                    "PersistentVolumeClaim {claim} ({})",
+                    explain::api(Step::Delete, &namespace, &e)
+                ));
             }
         }
         if !left.is_empty() {

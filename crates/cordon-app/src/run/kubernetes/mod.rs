@@ -32,8 +32,10 @@ pub struct KubeOptions {
     pub pool: Option<u32>,
     /// The secure defaults let go of.
     pub loosen: Vec<Loosen>,
-    /// `copy` or `empty` [default: copy, but for templates].
+    /// `copy`, `volume` or `empty` [default: copy, but for templates].
     pub workspace: Option<Workspace>,
+    /// The storage a `volume` workspace claims.
+    pub volume_size: Option<String>,
 }
 
 impl KubeOptions {
@@ -45,6 +47,7 @@ impl KubeOptions {
             || self.pool.is_some()
             || !self.loosen.is_empty()
             || self.workspace.is_some()
+            || self.volume_size.is_some()
     }
 
     fn workspace(&self) -> Workspace {
@@ -92,12 +95,19 @@ fn render(
         proxy_image: kube.proxy_image.clone(),
         proxy_settings: Some(network_settings(&run.config.net)?),
         pool: kube.pool,
-        workspace: if driven {
-            Workspace::Copied
-        } else {
-            kube.workspace()
+        // A run cordon drives always has the gated pod; "empty" then means only that
+        // nothing is copied.
+        workspace: match kube.workspace() {
+            Workspace::Empty if driven => Workspace::Copied,
+            other => other,
         },
+        volume_size: kube.volume_size.clone(),
     };
+    if options.volume_size.is_some() && options.workspace != Workspace::Volume {
+        anyhow::bail!(
+            "--k8s-volume-size is the size of a claimed workspace: add --k8s-workspace volume"
+        );
+    }
     let manifests = kubernetes::render(&spec, &options)?;
     for why in run.weaker.iter().chain(&manifests.weaker) {
         eprintln!("cordon: warning: on the cluster, weaker than asked: {why}");
@@ -134,7 +144,7 @@ pub fn run(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> anyh
         read_only: run.spec.read_only.clone(),
         live: crate::plan::live_patterns(run.config, &run.spec.cwd)?,
     };
-    let copied = kube.workspace() == Workspace::Copied;
+    let copied = kube.workspace().is_copied();
     client::run(&client::Job {
         manifests: &manifests,
         name: &options.name,
@@ -142,6 +152,11 @@ pub fn run(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> anyh
         runtime_class: options.runtime_class.as_deref(),
         cwd: &run.spec.cwd,
         copy: copied.then_some(&walls),
+        claim: (options.workspace == Workspace::Volume).then(|| {
+            // The name agent-sandbox's controller gives the claim it makes for the sandbox.
+            let volume = kubernetes::workspace_volume(&options.name);
+            format!("{volume}-{}", options.name)
+        }),
     })
 }
 

@@ -242,10 +242,14 @@ pub struct BackendFlags {
     #[arg(long, value_name = "DEFAULT", value_parser = |s: &str| Loosen::parse(s).ok_or_else(|| format!("`{s}` is not a default cordon lets go of; use {}", Loosen::NAMES.join(", "))))]
     k8s_loosen: Vec<Loosen>,
     /// How the working directory reaches the pod: copy (copied in before the command starts,
-    /// and what changed copied back after, within the same walls as a local run) or empty (an
-    /// empty directory, for manifests applied by hand) [default: copy, empty for templates].
+    /// and what changed copied back after, within the same walls as a local run, on the node's
+    /// disk), volume (copied the same way, onto a volume claimed for the sandbox) or empty (an
+    /// empty directory; nothing is copied) [default: copy, empty for templates].
     #[arg(long, value_name = "HOW", value_parser = |s: &str| Workspace::parse(s).ok_or_else(|| format!("`{s}` is not a way to give the pod its working directory; use {}", Workspace::NAMES.join(", "))))]
     k8s_workspace: Option<Workspace>,
+    /// With --k8s-workspace volume: the storage the claim asks for, e.g. 50Gi [default: 10Gi].
+    #[arg(long, value_name = "SIZE")]
+    k8s_volume_size: Option<String>,
 }
 
 impl BackendFlags {
@@ -268,6 +272,7 @@ impl BackendFlags {
                 pool: self.k8s_pool,
                 loosen: self.k8s_loosen.clone(),
                 workspace: self.k8s_workspace,
+                volume_size: self.k8s_volume_size.clone(),
             },
         }
     }
