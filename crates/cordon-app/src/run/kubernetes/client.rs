@@ -88,7 +88,7 @@ pub fn run(job: &Job<'_>) -> anyhow::Result<u8> {
         let outcome = tokio::select! {
             outcome = drive(&client, &namespace, job, packed, &mut made) => outcome,
             (name, number) = interrupted() => {
-                eprintln!("cordon: {name}: the run was stopped; its objects on the cluster are deleted");
+                eprintln!("cordon: {name}: the run was stopped; deleting its objects on the cluster");
                 Ok(128 + number)
             }
         };
