@@ -168,11 +168,11 @@ impl PolicyConfig {
         })
     }
 
-    /// A fingerprint of every file the engine is built from (policy directories, settings
-    /// layers): a long-running `check --jsonl` rebuilds its engine when it changes.
-    pub fn fingerprint(&self) -> u64 {
+    /// What the policy files hold, whatever their times: for a copy of them elsewhere (a
+    /// container's mount, a pod's ConfigMap) to be checked against these.
+    pub fn content_fingerprint(&self) -> u64 {
         self.source_paths().map_or(0, |paths| {
-            crate::settings::fingerprint(paths.iter().map(PathBuf::as_path))
+            crate::settings::content_fingerprint(paths.iter().map(PathBuf::as_path))
         })
     }
 

@@ -132,6 +132,14 @@ fn variants() -> Vec<(String, Manifests)> {
             with(&|o| o.workspace = Workspace::Copied),
         ),
         (
+            "files from a ConfigMap",
+            spec(),
+            with(&|o| {
+                o.workspace = Workspace::Copied;
+                o.files = vec![("/etc/cordon/policy.toml".into(), "[rules]\n".into())];
+            }),
+        ),
+        (
             "a claimed workspace volume",
             spec(),
             with(&|o| {
@@ -201,7 +209,7 @@ fn every_rendered_object_fits_agent_sandboxs_schema() {
         }
     }
     assert!(
-        checked >= 14,
+        checked >= 15,
         "every variant's objects were checked: {checked}"
     );
 }

@@ -968,6 +968,73 @@ fn the_hook_refuses_what_it_cannot_decide() {
     );
 }
 
+/// `cordon mcp --backend kubernetes --dry-run` prints the pod the whole server runs in: the
+/// image's cordon as the worker behind the gate, knowing its pod by name, with the user's
+/// policy files from a ConfigMap at the paths the launcher read them from.
+#[test]
+fn mcp_on_a_cluster_serves_from_a_pod_with_the_launchers_policy() {
+    let env = Env::new();
+    let rule = "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"rm\"\ndecision = \"deny\"\npriority = 100\n";
+    let policy = env.write("home/.config/cordon/policies/deny.toml", rule);
+    let o = env.cordon(
+        &[
+            "mcp",
+            "--backend",
+            "kubernetes",
+            "--dry-run",
+            "--image",
+            "myorg/cordon:1",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let docs: Vec<serde_yaml_ng::Value> = out
+        .split("---\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_yaml_ng::from_str(d).expect("YAML"))
+        .collect();
+    let kind = |k: &str| {
+        docs.iter()
+            .find(|d| d["kind"].as_str() == Some(k))
+            .expect(k)
+    };
+    let files = kind("ConfigMap");
+    assert_eq!(files["data"]["f0"].as_str(), Some(rule), "{out}");
+    let sandbox = kind("Sandbox");
+    let name = sandbox["metadata"]["name"].as_str().expect("name");
+    let run = &sandbox["spec"]["podTemplate"]["spec"]["containers"][0];
+    let command: Vec<&str> = run["command"]
+        .as_sequence()
+        .expect("command")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert_eq!(
+        command[3..],
+        ["cordon-run", "cordon", "mcp", "--worker"],
+        "{out}"
+    );
+    let var = |n: &str| {
+        run["env"]
+            .as_sequence()
+            .expect("env")
+            .iter()
+            .find(|e| e["name"].as_str() == Some(n))
+            .and_then(|e| e["value"].as_str())
+            .map(str::to_string)
+    };
+    assert_eq!(var("CORDON_SANDBOX").as_deref(), Some(name), "{out}");
+    let mounted = run["volumeMounts"]
+        .as_sequence()
+        .expect("mounts")
+        .iter()
+        .any(|m| {
+            m["mountPath"].as_str() == policy.to_str() && m["readOnly"].as_bool() == Some(true)
+        });
+    assert!(mounted, "{out}");
+}
+
 /// `--backend kubernetes --dry-run` prints the manifests as YAML documents (the schema tests
 /// in cordon-sandbox check their content); without --dry-run it says the cluster client is not
 /// built and runs nothing; what a pod cannot express, and kubernetes flags on another backend,

@@ -133,3 +133,71 @@ fn sigterm_deletes_the_runs_objects() {
     assert_eq!(status.code(), Some(143));
     c.no_leftovers();
 }
+
+/// `cordon mcp --backend kubernetes`: the whole server runs in a pod whose image holds cordon
+/// (`CORDON_TEST_K8S_CORDON_IMAGE`), a command it runs there writes the pod's working
+/// directory, and that comes back when the session ends.
+#[test]
+fn the_mcp_server_runs_in_a_pod_and_its_writes_come_back() {
+    use std::io::{BufRead, BufReader, Write};
+    let Some(c) = cluster() else { return };
+    let Ok(image) = std::env::var("CORDON_TEST_K8S_CORDON_IMAGE") else {
+        eprintln!("not run: CORDON_TEST_K8S_CORDON_IMAGE names no image with cordon in it");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(cordon_bin());
+    cmd.args([
+        "mcp",
+        "--mode",
+        "yolo",
+        "--backend",
+        "kubernetes",
+        "--image",
+        &image,
+    ]);
+    if let Some(ns) = &c.namespace {
+        cmd.args(["--namespace", ns]);
+    }
+    let mut child = cmd
+        .current_dir(dir.path())
+        .env("KUBECONFIG", &c.kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cordon mcp");
+    let mut input = child.stdin.take().expect("stdin");
+    let mut output = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut send = |v: serde_json::Value| writeln!(input, "{v}").expect("send");
+    let mut answer = |id: u64| loop {
+        let mut line = String::new();
+        assert!(
+            output.read_line(&mut line).expect("read") > 0,
+            "the server ended"
+        );
+        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+        if v["id"] == id {
+            return v;
+        }
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "cluster-test", "version": "1"}}}),
+    );
+    answer(1);
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "run_shell_command", "arguments": {"command": "echo from-the-pod > made.txt"}}}),
+    );
+    let called = answer(2);
+    assert_eq!(called["result"]["isError"], false, "{called}");
+    drop(send);
+    drop(input);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+    let made = std::fs::read_to_string(dir.path().join("made.txt")).unwrap_or_default();
+    assert_eq!(made, "from-the-pod\n");
+    c.no_leftovers();
+}

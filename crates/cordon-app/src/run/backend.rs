@@ -101,7 +101,8 @@ impl BackendChoice {
         self.backend().name()
     }
 
-    fn backend(&self) -> Backend {
+    /// The backend chosen: by flag or setting, else by `CORDON_SANDBOX`, else this OS's own.
+    pub fn backend(&self) -> Backend {
         if let Some(b) = self.backend {
             return b;
         }

@@ -256,6 +256,37 @@ pub fn fingerprint<'a>(paths: impl IntoIterator<Item = &'a Path>) -> u64 {
     h.finish()
 }
 
+/// What the files at `paths` (each a file or a directory, searched all the way down) hold,
+/// as one number: their paths and contents only, so that copies with other times and other
+/// directory entries (a pod's files from a ConfigMap) match. Dearer than [`fingerprint`], so
+/// for comparing two places once, not for watching.
+pub fn content_fingerprint<'a>(paths: impl IntoIterator<Item = &'a Path>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut pending: Vec<PathBuf> = paths.into_iter().map(Path::to_path_buf).collect();
+    pending.reverse();
+    while let Some(p) = pending.pop() {
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_dir() => {
+                let mut entries: Vec<PathBuf> = std::fs::read_dir(&p)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .collect();
+                entries.sort();
+                entries.reverse();
+                pending.extend(entries);
+            }
+            Ok(_) => {
+                p.hash(&mut h);
+                std::fs::read(&p).ok().hash(&mut h);
+            }
+            Err(_) => {}
+        }
+    }
+    h.finish()
+}
+
 /// Reads every layer's file that exists; a file that cannot be read or understood is an
 /// error naming it.
 pub fn read(places: &Places) -> anyhow::Result<Vec<(Layer, PathBuf, SettingsFile)>> {

@@ -37,10 +37,10 @@ pub const COPY_BACK_WITHIN_SECS: u32 = 30;
 /// The status of a command that never started because its working directory never came.
 pub const NEVER_STARTED: u8 = 125;
 
-/// The command's container's command: wait for `GO`, run `argv`, leave `EXIT`.
-pub fn gated(argv: &[String]) -> Vec<String> {
+/// The gate: wait for `GO`, run the arguments, leave `EXIT`.
+fn gate() -> String {
     let tenths = START_WITHIN_SECS * 10;
-    let script = format!(
+    format!(
         "i=0
 while [ ! -e {GO} ]; do
   i=$((i+1))
@@ -55,15 +55,24 @@ done
 s=$?
 : > {EXIT}
 exit \"$s\""
-    );
-    let mut out = vec![
-        "/bin/sh".to_string(),
-        "-c".into(),
-        script,
-        "cordon-run".into(),
-    ];
+    )
+}
+
+/// The name the gate runs under (`$0`).
+const GATE_NAME: &str = "cordon-run";
+
+/// The command's container's command: wait for `GO`, run `argv`, leave `EXIT`.
+pub fn gated(argv: &[String]) -> Vec<String> {
+    let mut out = vec!["/bin/sh".to_string(), "-c".into(), gate(), GATE_NAME.into()];
     out.extend(argv.iter().cloned());
     out
+}
+
+/// Whether `cmdline` (a process's arguments) is the gate running `program`: how `cordon mcp`'s
+/// worker knows it is the command of one of cordon's pods, whose first process the gate is.
+pub fn is_gate(cmdline: &[String], program: &[&str]) -> bool {
+    let gate = gated(&program.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+    cmdline == gate.as_slice()
 }
 
 /// The copying container's command: hold the working directory until the command has ended
@@ -109,4 +118,19 @@ exit \"$s\""
         "cordon-copy-back".into(),
         cwd.into(),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gate_is_known_by_its_whole_command_line() {
+        let line = gated(&["cordon".into(), "mcp".into(), "--worker".into()]);
+        assert!(is_gate(&line, &["cordon", "mcp", "--worker"]));
+        assert!(!is_gate(&line, &["cordon", "mcp"]));
+        let mut other = line.clone();
+        other[2] = "sleep 1; \"$@\"".into();
+        assert!(!is_gate(&other, &["cordon", "mcp", "--worker"]));
+    }
 }

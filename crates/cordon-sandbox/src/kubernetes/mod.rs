@@ -198,7 +198,13 @@ pub struct Options {
     /// With [`Workspace::Volume`]: the storage the claim asks for, as a Kubernetes quantity
     /// [default: [`DEFAULT_VOLUME_SIZE`]].
     pub volume_size: Option<String>,
+    /// Files the command reads at these absolute paths, read-only, from a `ConfigMap` (`cordon
+    /// mcp`'s worker reads the policy files where its launcher found them).
+    pub files: Vec<(PathBuf, String)>,
 }
+
+/// What a `ConfigMap` may hold, less room for its own fields.
+const FILES_MAX_BYTES: usize = 900 * 1024;
 
 /// The rendered objects, in the order they must be created.
 #[derive(Debug, Clone, PartialEq)]
@@ -254,6 +260,10 @@ pub enum KubeError {
         "`{0}` is not a size Kubernetes takes: give a number with an optional unit, such as 500Mi, 10Gi or 1Ti"
     )]
     BadSize(String),
+    #[error(
+        "the files the pod needs ({0}) take more than a ConfigMap holds (900 KiB): keep the policy files smaller"
+    )]
+    FilesTooBig(String),
 }
 
 /// The manifests that run `spec` on a cluster.
@@ -281,6 +291,15 @@ pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError
     }
     if opts.workspace == Workspace::Volume && opts.kind != Kind::Sandbox {
         return Err(KubeError::VolumeNeedsSandbox);
+    }
+    let files_size: usize = opts.files.iter().map(|(_, text)| text.len()).sum();
+    if files_size > FILES_MAX_BYTES {
+        let names: Vec<String> = opts
+            .files
+            .iter()
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        return Err(KubeError::FilesTooBig(names.join(", ")));
     }
     let volume_size = opts.volume_size.as_deref().unwrap_or(DEFAULT_VOLUME_SIZE);
     if !valid_quantity(volume_size) {
@@ -325,6 +344,20 @@ pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError
     let mut objects = Vec::new();
     if let Some(image) = proxy_image {
         objects.extend(proxy(opts, &proxy_name, image));
+    }
+    if !opts.files.is_empty() {
+        let data: serde_json::Map<String, Value> = opts
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, (_, text))| (format!("f{i}"), json!(text)))
+            .collect();
+        objects.push(json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": metadata(&files_name(name), opts, "sandbox"),
+            "data": data,
+        }));
     }
     let pod = pod_spec(spec, opts, proxied.then_some(proxy_name.as_str()));
     let labels = labels(name, "sandbox");
@@ -409,6 +442,11 @@ pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError
     }));
     objects.extend(pool);
     Ok(Manifests { objects, weaker })
+}
+
+/// The name of the `ConfigMap` (and its volume) that holds [`Options::files`].
+fn files_name(run: &str) -> String {
+    format!("{run}-files")
 }
 
 /// The name of the volume that holds the working directory in a run's pod.
@@ -558,6 +596,14 @@ fn pod_spec(spec: &SandboxSpec, opts: &Options, proxy: Option<&str>) -> Value {
     if copied {
         mounts.push(json!({"name": signals, "mountPath": copy::DIR}));
     }
+    for (i, (path, _)) in opts.files.iter().enumerate() {
+        mounts.push(json!({
+            "name": files_name(&opts.name),
+            "mountPath": path.to_string_lossy(),
+            "subPath": format!("f{i}"),
+            "readOnly": true,
+        }));
+    }
     let mut container = json!({
         "name": copy::RUN_CONTAINER,
         "image": opts.image,
@@ -579,6 +625,10 @@ fn pod_spec(spec: &SandboxSpec, opts: &Options, proxy: Option<&str>) -> Value {
     let mut volumes = vec![json!({"name": tmp_volume, "emptyDir": tmp})];
     if opts.workspace != Workspace::Volume {
         volumes.insert(0, json!({"name": ws, "emptyDir": {}}));
+    }
+    if !opts.files.is_empty() {
+        let name = files_name(&opts.name);
+        volumes.push(json!({"name": name, "configMap": {"name": name}}));
     }
     if copied {
         containers.push(json!({

@@ -257,6 +257,37 @@ fn a_workspace_volume_is_claimed_by_the_sandbox() {
     assert_eq!(render(&spec(), &opts), Err(KubeError::VolumeNeedsSandbox));
 }
 
+/// Files the command needs at their own paths come from a ConfigMap made before the pod,
+/// mounted read-only one by one.
+#[test]
+fn files_reach_the_pod_read_only_at_their_paths() {
+    let mut opts = options();
+    opts.files = vec![
+        (
+            "/home/ada/.config/cordon/policy.toml".into(),
+            "[rules]\n".into(),
+        ),
+        ("/etc/cordon/cordon.toml".into(), "".into()),
+    ];
+    let m = render(&spec(), &opts).expect("renders");
+    assert_eq!(kinds(&m), ["ConfigMap", "Sandbox", "NetworkPolicy"]);
+    assert_eq!(m.objects[0]["data"]["f0"], "[rules]\n");
+    let pod = &m.objects[1]["spec"]["podTemplate"]["spec"];
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .find(|m| m["mountPath"] == "/home/ada/.config/cordon/policy.toml")
+        .expect("the policy file is mounted");
+    assert_eq!(mount["readOnly"], true);
+    assert_eq!(mount["subPath"], "f0");
+    opts.files = vec![("/big".into(), "x".repeat(1 << 20))];
+    assert!(matches!(
+        render(&spec(), &opts),
+        Err(KubeError::FilesTooBig(_))
+    ));
+}
+
 /// What a pod cannot express is refused, saying what to change.
 #[test]
 fn what_a_pod_cannot_express_is_refused_by_name() {

@@ -52,6 +52,8 @@ pub struct Job<'a> {
     pub copy: Option<&'a Walls>,
     /// The workspace's volume claim, which the controller makes and cordon deletes.
     pub claim: Option<String>,
+    /// Sent to the command before this process's own input (`cordon mcp`'s worker request).
+    pub input: &'a [u8],
 }
 
 /// Runs the job and returns the command's exit status.
@@ -223,7 +225,7 @@ async fn drive(
         .await
         .map_err(|e| explain::api(Step::Attach, namespace, &e))?;
     // Read from now on, so that nothing the command says waits behind the copy in.
-    let output = tokio::spawn(relay(&mut process));
+    let output = tokio::spawn(relay(&mut process, job.input.to_vec()));
     // Attached: the command may start once its directory is there (an empty archive, when
     // nothing is copied).
     let cwd = job.cwd.to_string_lossy();
@@ -270,6 +272,7 @@ fn exec_params(stdin: bool) -> AttachParams {
 /// Passes this terminal's input to the command and its output here, until the output ends.
 fn relay(
     process: &mut kube::api::AttachedProcess,
+    first: Vec<u8>,
 ) -> impl std::future::Future<Output = ()> + use<> {
     let stdin = process.stdin();
     let stdout = process.stdout();
@@ -277,6 +280,9 @@ fn relay(
     if let Some(mut remote) = stdin {
         tokio::spawn(async move {
             let mut local = tokio::io::stdin();
+            if remote.write_all(&first).await.is_err() {
+                return;
+            }
             let _ = tokio::io::copy(&mut local, &mut remote).await;
             let _ = remote.shutdown().await;
         });

@@ -81,12 +81,23 @@ fn render(
             socks_port: kubernetes::PROXY_PORT,
         });
     }
+    let name = format!("cordon-{}", &run_tag()[..10]);
+    let mut files = Vec::new();
+    if let Some(worker) = run.worker {
+        // `cordon mcp`'s server, which must find its launcher's policy files where the
+        // launcher read them, and knows the pod it runs in by name.
+        spec.env.extend(worker.env.iter().cloned());
+        spec.env.push(("CORDON_SANDBOX".into(), name.clone()));
+        for mount in &worker.mounts {
+            files.extend(read_files(&mount.from, &mount.to)?);
+        }
+    }
     let shutdown_time = spec.limits.timeout.map(|limit| {
         humantime::format_rfc3339_seconds(std::time::SystemTime::now() + limit).to_string()
     });
     let options = Options {
         kind: kube.kind.unwrap_or_default(),
-        name: format!("cordon-{}", &run_tag()[..10]),
+        name,
         namespace: kube.namespace.clone(),
         image: image.unwrap_or_default().to_string(),
         runtime_class: kube.runtime_class.clone(),
@@ -102,6 +113,7 @@ fn render(
             other => other,
         },
         volume_size: kube.volume_size.clone(),
+        files,
     };
     if options.volume_size.is_some() && options.workspace != Workspace::Volume {
         anyhow::bail!(
@@ -130,6 +142,26 @@ pub fn print(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> an
     Ok(())
 }
 
+/// Whether this process is the command of one of cordon's pods: the gate
+/// ([`kubernetes::copy::gated`]) running `program` is the pod's first process and this one's
+/// parent. `cordon mcp`'s worker runs commands without a sandbox of its own only there.
+pub fn started_by_the_gate(program: &[&str]) -> Result<(), String> {
+    if std::os::unix::process::parent_id() != 1 {
+        return Err("its parent is not the pod's first process".into());
+    }
+    let cmdline = std::fs::read("/proc/1/cmdline").map_err(|e| format!("/proc/1/cmdline: {e}"))?;
+    let args: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    if kubernetes::copy::is_gate(&args, program) {
+        Ok(())
+    } else {
+        Err("the first process is not cordon's gate".into())
+    }
+}
+
 /// Runs `run` on the cluster and returns the command's exit status.
 pub fn run(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> anyhow::Result<u8> {
     if kube.kind == Some(Kind::Template) {
@@ -145,7 +177,9 @@ pub fn run(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> anyh
         live: crate::plan::live_patterns(run.config, &run.spec.cwd)?,
     };
     let copied = kube.workspace().is_copied();
+    let input = run.worker.map(|w| w.input.clone()).unwrap_or_default();
     client::run(&client::Job {
+        input: &input,
         manifests: &manifests,
         name: &options.name,
         namespace: options.namespace.as_deref(),
@@ -158,6 +192,30 @@ pub fn run(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> anyh
             format!("{volume}-{}", options.name)
         }),
     })
+}
+
+/// The files under `from` (a file or a directory), each with the path it has at `to` and its
+/// text.
+fn read_files(
+    from: &std::path::Path,
+    to: &std::path::Path,
+) -> anyhow::Result<Vec<(std::path::PathBuf, String)>> {
+    let meta =
+        std::fs::metadata(from).with_context(|| format!("cannot read {}", from.display()))?;
+    if meta.is_file() {
+        let text = std::fs::read_to_string(from)
+            .with_context(|| format!("cannot read {} for the pod", from.display()))?;
+        return Ok(vec![(to.to_path_buf(), text)]);
+    }
+    let mut out = Vec::new();
+    let mut names: Vec<_> = std::fs::read_dir(from)
+        .with_context(|| format!("cannot list {}", from.display()))?
+        .collect::<Result<_, _>>()?;
+    names.sort_by_key(|e| e.file_name());
+    for entry in names {
+        out.extend(read_files(&entry.path(), &to.join(entry.file_name()))?);
+    }
+    Ok(out)
 }
 
 /// The run's hosts as the `[network]` of a cordon.toml, for the proxy pod: the same rules the

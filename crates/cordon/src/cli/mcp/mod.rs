@@ -36,7 +36,7 @@ use crate::exit;
 use cordon_app::config::Sources;
 use cordon_app::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Utf8Chunks};
 use cordon_app::policy::PolicyConfig;
-use cordon_app::run::backend::BackendChoice;
+use cordon_app::run::backend::{Backend, BackendChoice};
 use cordon_app::session::Session;
 use cordon_app::workspace::{self as files, Workspace};
 
@@ -46,8 +46,9 @@ pub struct McpArgs {
     policy: PolicyFlags,
     #[command(flatten)]
     sandbox: SandboxFlags,
-    /// `--backend docker|podman|container` serves from inside a container: every tool, the
-    /// file tools too, runs there (see `cordon run --backend`).
+    /// `--backend docker|podman|container` serves from inside a container, `--backend
+    /// kubernetes` from a pod whose image holds cordon: every tool, the file tools too, runs
+    /// there (see `cordon run --backend`).
     #[command(flatten)]
     backend: BackendFlags,
     /// This is the server cordon started inside its container, which is the sandbox; its
@@ -229,11 +230,13 @@ pub fn run(args: McpArgs) -> anyhow::Result<u8> {
     let mut backend = args.backend.choice();
     backend.settle(&config)?;
     backend.validate()?;
-    if backend.container_engine().is_some() {
+    if backend.container_engine().is_some() || backend.backend() == Backend::Kubernetes {
         return worker::launch(&policy, &sources, backend);
     }
     if backend.dry_run {
-        bail!("--dry-run shows the engine's command for --backend docker, podman or container");
+        bail!(
+            "--dry-run shows the engine's command for --backend docker, podman or container, and the manifests for --backend kubernetes"
+        );
     }
     serve(policy, sources, backend, None)
 }

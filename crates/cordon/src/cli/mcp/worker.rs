@@ -1,4 +1,5 @@
-//! `cordon mcp --backend docker|podman`: the server in a container. cordon on the host is the
+//! `cordon mcp --backend docker|podman|kubernetes`: the server in a container (or a pod, whose
+//! image must hold cordon, and which gets the policy files from a ConfigMap). cordon on the host is the
 //! launcher: it starts the container the way `cordon run --backend …` does (same image,
 //! profile, mounts, network, user mapping and clean-up), with this very binary as the
 //! container's program, serving MCP on the container's standard input and output, which the
@@ -23,10 +24,13 @@ use anyhow::{Context, bail};
 use cordon_app::config::Sources;
 use cordon_app::policy::PolicyConfig;
 use cordon_app::run::Launch;
-use cordon_app::run::backend::BackendChoice;
+use cordon_app::run::backend::{Backend, BackendChoice};
 use cordon_app::run::container::inside::{started_by_an_engine, this_binary};
 use cordon_app::run::container::{SandboxVar, Worker, sandbox_var};
 use cordon_sandbox::container::Mount;
+
+/// The worker's command line, as a pod's image runs it.
+const WORKER: [&str; 3] = ["cordon", "mcp", "--worker"];
 
 /// The variables that make the worker find the policy files where the host finds them.
 fn policy_env() -> Vec<(String, String)> {
@@ -79,10 +83,15 @@ pub fn launch(
     std::env::set_current_dir(&real)
         .with_context(|| format!("{}: cannot enter the working directory", real.display()))?;
 
-    let binary = this_binary()?;
+    // A cluster cannot mount this machine's binary: its pod's image has cordon on its PATH.
+    let (mut mounts, mut argv) = if backend.backend() == Backend::Kubernetes {
+        (Vec::new(), vec!["cordon".to_string()])
+    } else {
+        let binary = this_binary()?;
+        (binary.mounts, binary.argv)
+    };
     // Refused here, before a container starts, rather than by the worker inside.
     drop(cordon_app::decide::Decider::new(policy)?);
-    let mut mounts = binary.mounts;
     for p in policy.source_paths()? {
         if p.exists() && !mounts.iter().any(|m| m.to == p) {
             mounts.push(Mount {
@@ -120,12 +129,11 @@ pub fn launch(
     let mut request = serde_json::to_vec(&Request {
         policy: policy.clone(),
         sources: sources.for_container(&real, &shown),
-        policy_fingerprint: policy.fingerprint(),
+        policy_fingerprint: policy.content_fingerprint(),
     })?;
     request.push(b'\n');
 
-    let mut argv = binary.argv;
-    argv.extend(["mcp".into(), "--worker".into()]);
+    argv.extend(WORKER.iter().skip(1).map(|a| a.to_string()));
     // Workspaces beside the project: writable, with their protected files kept read-only,
     // as `--allow-write` gives them.
     let mut run_sources = sources.clone();
@@ -156,14 +164,17 @@ pub fn inside() -> anyhow::Result<(Request, String)> {
         );
     };
     let request = read_request()?;
-    if request.policy.fingerprint() != request.policy_fingerprint {
+    if request.policy.content_fingerprint() != request.policy_fingerprint {
         bail!(
             "the policy files seen inside the container {name} differ from those the launcher read (a policy directory or settings file missing, or changed since); cordon will not decide with another policy; start `cordon mcp --backend …` again"
         );
     }
     // The worker runs commands without a sandbox of its own: only as the program of a
     // container cordon started, not wherever someone set the variable.
-    if let Err(why) = started_by_an_engine() {
+    if let Err(why) = started_by_an_engine().or_else(|e| {
+        cordon_app::run::kubernetes::started_by_the_gate(&WORKER)
+            .map_err(|k| format!("{e}; nor is it a pod's ({k})"))
+    }) {
         bail!(
             "--worker: CORDON_SANDBOX names the container {name}, but this is not the program of one of cordon's containers ({why}); cordon runs commands without its sandbox only there; run `cordon mcp` without --worker"
         );
