@@ -193,7 +193,6 @@ fn the_mcp_server_runs_in_a_pod_and_its_writes_come_back() {
     );
     let called = answer(2);
     assert_eq!(called["result"]["isError"], false, "{called}");
-    drop(send);
     drop(input);
     let status = child.wait().expect("wait");
     assert!(status.success(), "{status:?}");
