@@ -56,6 +56,8 @@ pub struct Meta {
     pub mode: u32,
     pub ino: u64,
     pub len: u64,
+    /// Seconds since the epoch of the last change to the content.
+    pub mtime: i64,
 }
 
 const DIR_FLAGS: OFlags = OFlags::RDONLY
@@ -140,6 +142,8 @@ fn meta_in(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Meta>> {
             mode: bits_of(st.st_mode) & 0o7777,
             ino: st.st_ino,
             len: u64::try_from(st.st_size).unwrap_or(0),
+            #[allow(clippy::useless_conversion)]
+            mtime: i64::from(st.st_mtime),
         })),
         Err(rustix::io::Errno::NOENT) => Ok(None),
         Err(e) => Err(err(e)),

@@ -122,7 +122,8 @@ pub fn pack(root: &Root, walls: &Walls, out: impl Write) -> io::Result<Sent> {
             };
             let mut header = tar::Header::new_gnu();
             header.set_mode(meta.mode & 0o777);
-            header.set_mtime(0);
+            // Build tools in the pod compare times: they arrive as they are here.
+            header.set_mtime(u64::try_from(meta.mtime).unwrap_or(0));
             match meta.kind {
                 Kind::Dir => {
                     header.set_entry_type(tar::EntryType::Directory);

@@ -78,8 +78,20 @@ fn what_the_pod_changed_comes_back_and_nothing_else() {
     write(&p.here.join("same.txt"), "same\n");
     write(&p.here.join(".env"), "TOKEN=secret\n");
     write(&p.here.join("run.sh"), "echo\n");
+    let mtime = |f: &Path| fs::metadata(f).expect("stat").modified().expect("mtime");
+    let here_time = mtime(&p.here.join("same.txt"));
     let (sent, stream) = round(&p, |pod| {
         assert!(!pod.join(".env").exists(), "a hidden file is not sent");
+        let secs = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970")
+                .as_secs()
+        };
+        assert_eq!(
+            secs(mtime(&pod.join("same.txt"))),
+            secs(here_time),
+            "times arrive as they are"
+        );
         assert_eq!(read(&pod.join("src/main.rs")), "fn main() {}\n");
         write(&pod.join("src/main.rs"), "fn main() { run() }\n");
         write(&pod.join("src/new/lib.rs"), "pub fn run() {}\n");
