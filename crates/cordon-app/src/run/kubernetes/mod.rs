@@ -129,7 +129,12 @@ fn render(
 
 /// Prints the manifests for `run` as YAML documents.
 pub fn print(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> anyhow::Result<()> {
-    let (manifests, _) = render(kube, image, run, false)?;
+    let (manifests, options) = render(kube, image, run, false)?;
+    if options.workspace.is_copied() {
+        eprintln!(
+            "cordon: note: this pod's command waits for cordon to copy the working directory in; to apply it yourself (kubectl apply), add --k8s-workspace empty"
+        );
+    }
     let mut out = std::io::stdout().lock();
     for object in &manifests.objects {
         let yaml = serde_yaml_ng::to_string(object).context("cannot write a manifest as YAML")?;
