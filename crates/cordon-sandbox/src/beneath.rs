@@ -339,6 +339,13 @@ impl Root {
 
     /// The content of the regular file `rel`; a link or anything else there is an error.
     pub fn read(&self, rel: &Path) -> io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        io::Read::read_to_end(&mut self.open_file(rel)?, &mut out)?;
+        Ok(out)
+    }
+
+    /// The regular file `rel`, opened for reading; a link or anything else there is an error.
+    pub fn open_file(&self, rel: &Path) -> io::Result<std::fs::File> {
         let (dir, name) = self.parent(rel)?;
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(dir.as_fd(), name, flags, Mode::empty()).map_err(err)?;
@@ -349,9 +356,7 @@ impl Root {
                 format!("{} is not a regular file", rel.display()),
             ));
         }
-        let mut out = Vec::new();
-        io::Read::read_to_end(&mut std::fs::File::from(fd), &mut out)?;
-        Ok(out)
+        Ok(std::fs::File::from(fd))
     }
 
     /// The target of the link `rel`.
@@ -364,6 +369,17 @@ impl Root {
     /// Makes `rel` a regular file holding `bytes` with `mode`, in one step: a new file beside
     /// it renamed over whatever is there (a directory there is removed first).
     pub fn replace_file(&self, rel: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+        self.replace_file_from(rel, &mut &bytes[..], mode)
+    }
+
+    /// [`Root::replace_file`] with the content read from `content` to its end, never held
+    /// whole in memory.
+    pub fn replace_file_from(
+        &self,
+        rel: &Path,
+        content: &mut dyn io::Read,
+        mode: u32,
+    ) -> io::Result<()> {
         let (dir, name) = self.parent(rel)?;
         let dir = dir.as_fd();
         if meta_in(dir, name)?.is_some_and(|m| m.kind == Kind::Dir) {
@@ -378,8 +394,8 @@ impl Root {
             rustix::fs::openat(dir, &tmp, flags, mode_of(mode & 0o777))
         })?;
         let mut file = std::fs::File::from(fd);
-        let written = io::Write::write_all(&mut file, bytes)
-            .and_then(|()| rustix::fs::fchmod(&file, mode_of(mode)).map_err(err));
+        let written = io::copy(content, &mut file)
+            .and_then(|_| rustix::fs::fchmod(&file, mode_of(mode)).map_err(err));
         if let Err(e) = written {
             let _ = rustix::fs::unlinkat(dir, &tmp, AtFlags::empty());
             return Err(e);

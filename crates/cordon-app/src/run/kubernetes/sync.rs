@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher, RandomState};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Component, Path, PathBuf};
 
 use cordon_sandbox::beneath::{Kind, Root};
@@ -93,10 +93,38 @@ fn unwritable(walls: &Walls, root: &Path, rel: &Path) -> Option<String> {
         .map(|h| format!("in {h}, which the run may not write"))
 }
 
-fn hash(hasher: &RandomState, bytes: &[u8]) -> u64 {
-    let mut h = hasher.build_hasher();
-    h.write(bytes);
-    h.finish()
+/// A reader that hashes what passes through it: files are streamed, never held whole.
+struct Hashing<R> {
+    inner: R,
+    hash: std::hash::DefaultHasher,
+}
+
+impl<R> Hashing<R> {
+    fn new(inner: R, hasher: &RandomState) -> Self {
+        Hashing {
+            inner,
+            hash: hasher.build_hasher(),
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash.finish()
+    }
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hash.write(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// The hash of everything `content` holds.
+fn hash_all(hasher: &RandomState, content: impl Read) -> io::Result<u64> {
+    let mut reading = Hashing::new(content, hasher);
+    io::copy(&mut reading, &mut io::sink())?;
+    Ok(reading.finish())
 }
 
 /// Writes the directory `root` as a tar stream to `out`.
@@ -133,15 +161,22 @@ pub fn pack(root: &Root, walls: &Walls, out: impl Write) -> io::Result<Sent> {
                     pending.push(rel);
                 }
                 Kind::File => {
-                    let bytes = root.read(&rel)?;
                     header.set_entry_type(tar::EntryType::Regular);
-                    header.set_size(bytes.len() as u64);
-                    tar.append_data(&mut header, &rel, bytes.as_slice())?;
+                    header.set_size(meta.len);
+                    // Exactly the size the header says, whatever the file does meanwhile; the
+                    // hash is of what was sent, so a file changed here since reads as the
+                    // person's change later.
+                    let exact = root
+                        .open_file(&rel)?
+                        .take(meta.len)
+                        .chain(io::repeat(0))
+                        .take(meta.len);
+                    let mut reading = Hashing::new(exact, &sent.hasher);
+                    tar.append_data(&mut header, &rel, &mut reading)?;
                     sent.files += 1;
-                    sent.bytes += bytes.len() as u64;
-                    let h = hash(&sent.hasher, &bytes);
-                    sent.entries
-                        .insert(rel, Stamp::File(h, meta.mode & 0o100 != 0));
+                    sent.bytes += meta.len;
+                    let stamp = Stamp::File(reading.finish(), meta.mode & 0o100 != 0);
+                    sent.entries.insert(rel, stamp);
                 }
                 Kind::Symlink => {
                     let target = root.read_link(&rel)?;
@@ -178,7 +213,7 @@ fn stamp_here(root: &Root, hasher: &RandomState, rel: &Path) -> io::Result<Optio
         None => None,
         Some(m) => Some(match m.kind {
             Kind::Dir => Stamp::Dir,
-            Kind::File => Stamp::File(hash(hasher, &root.read(rel)?), m.mode & 0o100 != 0),
+            Kind::File => Stamp::File(hash_all(hasher, root.open_file(rel)?)?, m.mode & 0o100 != 0),
             Kind::Symlink => Stamp::Link(root.read_link(rel)?),
             Kind::Other => Stamp::Link(PathBuf::from("\0other")),
         }),
@@ -193,7 +228,9 @@ pub fn unpack(root: &Root, walls: &Walls, sent: &Sent, input: impl Read) -> io::
     let mut seen = BTreeSet::new();
     // Entries are applied after the removals, which may clear the way for them (a directory
     // the pod replaced with a file), so they are read in first.
-    let mut entries: Vec<(PathBuf, Stamp, Vec<u8>, u32)> = Vec::new();
+    // What files hold goes to a spool on disk, as (offset, length), never whole into memory.
+    let mut spool = tempfile::tempfile()?;
+    let mut entries: Vec<(PathBuf, Stamp, (u64, u64), u32)> = Vec::new();
     for entry in archive.entries()? {
         let mut entry = entry?;
         let raw = entry.path()?.into_owned();
@@ -208,16 +245,17 @@ pub fn unpack(root: &Root, walls: &Walls, sent: &Sent, input: impl Read) -> io::
         }
         seen.insert(rel.clone());
         let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
-        let (stamp, bytes) = match entry.header().entry_type() {
-            tar::EntryType::Directory => (Stamp::Dir, Vec::new()),
+        let (stamp, spooled) = match entry.header().entry_type() {
+            tar::EntryType::Directory => (Stamp::Dir, (0, 0)),
             tar::EntryType::Regular | tar::EntryType::Continuous => {
-                let mut bytes = Vec::new();
-                entry.read_to_end(&mut bytes)?;
-                let h = hash(&sent.hasher, &bytes);
-                (Stamp::File(h, mode & 0o100 != 0), bytes)
+                let start = spool.stream_position()?;
+                let mut reading = Hashing::new(&mut entry, &sent.hasher);
+                let len = io::copy(&mut reading, &mut spool)?;
+                let stamp = Stamp::File(reading.finish(), mode & 0o100 != 0);
+                (stamp, (start, len))
             }
             tar::EntryType::Symlink => match entry.link_name()? {
-                Some(target) => (Stamp::Link(target.into_owned()), Vec::new()),
+                Some(target) => (Stamp::Link(target.into_owned()), (0, 0)),
                 None => continue,
             },
             other => {
@@ -231,7 +269,7 @@ pub fn unpack(root: &Root, walls: &Walls, sent: &Sent, input: impl Read) -> io::
         if sent.entries.get(&rel) == Some(&stamp) {
             continue;
         }
-        entries.push((rel, stamp, bytes, mode));
+        entries.push((rel, stamp, spooled, mode));
     }
     // What the pod no longer has, deepest first so that directories are empty by their turn.
     for (rel, was) in sent.entries.iter().rev() {
@@ -256,7 +294,7 @@ pub fn unpack(root: &Root, walls: &Walls, sent: &Sent, input: impl Read) -> io::
             (_, Some(_)) => report.conflicts.push(rel.clone()),
         }
     }
-    for (rel, stamp, bytes, mode) in entries {
+    for (rel, stamp, (start, len), mode) in entries {
         if let Some(why) = unwritable(walls, root.path(), &rel) {
             report.refused.push((rel, why));
             continue;
@@ -280,7 +318,9 @@ pub fn unpack(root: &Root, walls: &Walls, sent: &Sent, input: impl Read) -> io::
         let parent = rel.parent().unwrap_or(Path::new(""));
         let done = root.make_dirs(parent).and_then(|_| match &stamp {
             Stamp::Dir => root.ensure_dir(&rel, mode | 0o700),
-            Stamp::File(..) => root.replace_file(&rel, &bytes, mode),
+            Stamp::File(..) => spool
+                .seek(SeekFrom::Start(start))
+                .and_then(|_| root.replace_file_from(&rel, &mut (&mut spool).take(len), mode)),
             Stamp::Link(target) => root.replace_symlink(&rel, target),
         });
         match done {
