@@ -75,19 +75,26 @@ fn the_end_of_input_stops_what_runs_and_cordon_exits() {
     assert!(!pgrep().is_empty(), "the command should be running");
     // The client goes: its end of cordon's standard input closes.
     drop(stdin);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "cordon mcp did not exit after its input ended"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = exited_within(&mut child, "cordon mcp did not exit after its input ended");
     assert!(status.success(), "{status}");
     assert_eq!(pgrep(), "", "processes survived the end of input");
+}
+
+/// `child`'s status once it has exited, within a minute; past that it is killed and the test
+/// fails saying `what`, rather than hang the whole run.
+fn exited_within(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// A raw client's first two messages, declaring that it can answer questions.
@@ -375,17 +382,10 @@ fn no_container_outlives_the_host_cordon(engine: Eng) {
     assert_eq!(p.containers().len(), 1, "one container serves the session");
     assert!(!pgrep(&format!("sleep {marker}")).is_empty());
     drop(stdin);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "cordon mcp --backend did not exit after its input ended"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = exited_within(
+        &mut child,
+        "cordon mcp --backend did not exit after its input ended",
+    );
     assert!(status.success(), "{status}");
     assert_eq!(
         p.containers_after_a_while(),
@@ -402,7 +402,11 @@ fn no_container_outlives_the_host_cordon(engine: Eng) {
             .status()
             .expect("kill");
         assert!(sent.success());
-        let _ = child.wait();
+        // A SIGINT ignored since cordon started (a shell's background job) stays ignored.
+        exited_within(
+            &mut child,
+            &format!("cordon mcp --backend did not exit on SIG{signal}"),
+        );
         assert_eq!(
             p.containers_after_a_while(),
             Vec::<String>::new(),
