@@ -63,8 +63,6 @@ fn a_real_mcp_client_lists_calls_streams_cancels_and_is_asked() {
 /// sandbox behind: cordon cancels what runs, waits for it, and exits.
 #[test]
 fn the_end_of_input_stops_what_runs_and_cordon_exits() {
-    use std::time::{Duration, Instant};
-
     let Some(sb) = Sandbox::new() else { return };
     let mut cmd = Command::new(cordon_bin());
     cmd.args(["mcp", "--mode", "yolo"])
