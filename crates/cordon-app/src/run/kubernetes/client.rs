@@ -364,9 +364,18 @@ async fn running(
     }
 }
 
-/// The command's exit status, once its container has ended.
+/// The command's exit status, once its container has ended. Its output has ended by then, so
+/// the kubelet's report follows within moments; a pod that never reports is an error, not a
+/// wait without end.
 async fn exit_status(pods: &Api<Pod>, namespace: &str, pod: &str) -> anyhow::Result<u8> {
+    let end = Instant::now() + START_WITHIN;
     loop {
+        if Instant::now() > end {
+            bail!(
+                "the pod {pod}'s output ended, but in {} s its status never said how the command ended",
+                START_WITHIN.as_secs()
+            );
+        }
         let p = pods
             .get(pod)
             .await
