@@ -1,6 +1,6 @@
 //! `cordon mcp --backend docker|podman|kubernetes`: the server in a container (or a pod, whose
-//! image must hold cordon, and which gets the policy files from a ConfigMap). cordon on the host is the
-//! launcher: it starts the container the way `cordon run --backend …` does (same image,
+//! image must hold cordon, and which gets the policy files from a ConfigMap). cordon on the
+//! host is the launcher: it starts the container the way `cordon run --backend …` does (same image,
 //! profile, mounts, network, user mapping and clean-up), with this very binary as the
 //! container's program, serving MCP on the container's standard input and output, which the
 //! engine (`run -i`, no terminal) connects to the host cordon's. The protocol passes through
@@ -85,7 +85,7 @@ pub fn launch(
 
     // A cluster cannot mount this machine's binary: its pod's image has cordon on its PATH.
     let (mut mounts, mut argv) = if backend.backend() == Backend::Kubernetes {
-        (Vec::new(), vec!["cordon".to_string()])
+        (Vec::new(), vec![WORKER[0].to_string()])
     } else {
         let binary = this_binary()?;
         (binary.mounts, binary.argv)
