@@ -103,18 +103,6 @@ pub fn run(job: &Job<'_>) -> anyhow::Result<u8> {
                 left.push(format!("{} ({})", m.shown, explain::api(Step::Delete, &namespace, &e)));
             }
         }
-        if let Some(claim) = &job.claim {
-            let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
-                Api::namespaced(client.clone(), &namespace);
-            if let Err(e) = claims.delete(claim, &DeleteParams::background()).await
-                && !explain::is_not_found(&e)
-            {
-                left.push(format!(
-                    "PersistentVolumeClaim {claim} ({})",
-                    explain::api(Step::Delete, &namespace, &e)
-                ));
-            }
-        }
         if !left.is_empty() {
             eprintln!(
                 "cordon: could not delete from namespace {namespace}: {}; delete them with kubectl delete",
@@ -195,6 +183,18 @@ async fn drive(
         api.create(&PostParams::default(), &object)
             .await
             .map_err(|e| explain::api(Step::Create(&shown), namespace, &e))?;
+        made.push(Made { api, name, shown });
+    }
+    if let Some(claim) = &job.claim {
+        // Made by the controller for the Sandbox; deleted with the rest (a claim still in
+        // use goes once its pod has).
+        let object = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim},
+        });
+        let (api, name) = api_for(client, namespace, &object)?;
+        let shown = format!("PersistentVolumeClaim {name}");
         made.push(Made { api, name, shown });
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);

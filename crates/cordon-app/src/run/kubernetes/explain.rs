@@ -47,6 +47,7 @@ pub fn plural(kind: &str) -> Option<&'static str> {
         "Service" => "services",
         "ConfigMap" => "configmaps",
         "NetworkPolicy" => "networkpolicies",
+        "PersistentVolumeClaim" => "persistentvolumeclaims",
         _ => return None,
     })
 }
@@ -196,19 +197,21 @@ pub fn pod_state(pod: &Pod, wanted: &[&str]) -> PodState {
             ));
         }
     }
-    let statuses = status.container_statuses.clone().unwrap_or_default();
+    let statuses = status.container_statuses.as_deref().unwrap_or_default();
     for name in wanted {
         let Some(c) = statuses.iter().find(|c| c.name == *name) else {
             return PodState::Waiting(format!("container {name} is not there yet"));
         };
-        let state = c.state.clone().unwrap_or_default();
+        let Some(state) = &c.state else {
+            return PodState::Waiting(format!("{name} has not started"));
+        };
         if state.running.is_some() {
             continue;
         }
-        if let Some(w) = state.waiting {
-            let reason = w.reason.unwrap_or_default();
-            let message = w.message.unwrap_or_default();
-            if STUCK.contains(&reason.as_str()) {
+        if let Some(w) = &state.waiting {
+            let reason = w.reason.as_deref().unwrap_or_default();
+            let message = w.message.as_deref().unwrap_or_default();
+            if STUCK.contains(&reason) {
                 let hint = if reason.contains("Image") {
                     format!(
                         "; check --image ({}) and that the cluster can pull it",
@@ -221,11 +224,11 @@ pub fn pod_state(pod: &Pod, wanted: &[&str]) -> PodState {
             }
             return PodState::Waiting(format!("{name}: {reason} {message}"));
         }
-        if let Some(t) = state.terminated {
+        if let Some(t) = &state.terminated {
             return PodState::Failed(format!(
                 "{name} ended before cordon could attach (status {}): {}",
                 t.exit_code,
-                t.message.unwrap_or_default()
+                t.message.as_deref().unwrap_or_default()
             ));
         }
         return PodState::Waiting(format!("{name} has not started"));
