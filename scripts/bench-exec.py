@@ -1,93 +1,195 @@
 #!/usr/bin/env python3
-"""Throughput of sandboxed commands through `cordon exec --jsonl`, against one `cordon run` after
-another.
+"""Per-command latency and throughput of sandboxed commands: `cordon exec --jsonl` (warm
+sandboxes, and cold with CORDON_NO_WARM=1) beside a process per command for bwrap, srt and
+`codex sandbox` where installed, and `/bin/sh -c true` with no sandbox.
 
-`cordon exec --jsonl --mode yolo` gets N runs of `true` with IN_FLIGHT of them going at any
-moment (a new one is sent each time one reports `exited`); every run must exit 0. For
-comparison, the same N `cordon run -- true` are started one after another. Both run in a fresh
-scratch directory (the sandbox's writable working directory). Prints commands per second for
-each. Results go in docs/BENCHMARKS.md.
+Each round runs every way once, in turn (interleaved, so that drift in the machine's state falls
+on all of them alike):
+
+- latency: LATENCY runs of `true`, one after another; for `exec`, the time from writing the
+  `run` request to reading its `exited` event, in one `exec` session; for the others, a whole
+  process from Python's `subprocess.run`. The round's figure is the median of its runs.
+- throughput: N runs with IN_FLIGHT going at any moment (for `exec` a new `run` each time one
+  reports `exited`; for the others, IN_FLIGHT threads starting processes). Commands per second.
+
+Every run must exit 0. Prints, for each way, the median over the rounds and the lowest and
+highest round. The scratch directory (the writable working directory) is made under /var/tmp:
+under /tmp, cordon's warm sandbox steps aside (/tmp is each command's own). Results go in
+docs/BENCHMARKS.md.
 
     cargo build --release -p cordon
-    python3 scripts/bench-exec.py --cordon target/release/cordon -n 500 --in-flight 16
+    python3 scripts/bench-exec.py --cordon target/release/cordon --rounds 5
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 
-def through_exec(cordon, n, in_flight, cwd):
-    proc = subprocess.Popen(
-        [cordon, "exec", "--jsonl", "--mode", "yolo"],
-        cwd=cwd,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        bufsize=1,
-    )
-    sent = 0
-    done = 0
-    failed = []
+class Exec:
+    """One `cordon exec --jsonl --mode yolo` session."""
 
-    def send():
-        nonlocal sent
-        proc.stdin.write(json.dumps({"type": "run", "id": str(sent), "command": "true"}) + "\n")
-        proc.stdin.flush()
-        sent += 1
+    def __init__(self, cordon, cwd, env):
+        self.proc = subprocess.Popen(
+            [cordon, "exec", "--jsonl", "--mode", "yolo"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        self.sent = 0
 
-    start = time.perf_counter()
-    for _ in range(min(in_flight, n)):
-        send()
-    for line in proc.stdout:
-        event = json.loads(line)
-        if event["type"] == "error":
-            sys.exit(f"cordon exec said: {event['message']}")
-        if event["type"] != "exited":
-            continue
-        done += 1
-        if event.get("exit_code") != 0:
-            failed.append(event)
-        if sent < n:
-            send()
-        if done == n:
-            break
-    elapsed = time.perf_counter() - start
-    proc.stdin.close()
-    proc.wait()
-    if failed:
-        sys.exit(f"{len(failed)} runs failed, e.g. {failed[0]}")
-    return elapsed
+    def send(self):
+        self.proc.stdin.write(json.dumps({"type": "run", "id": str(self.sent), "command": "true"}) + "\n")
+        self.proc.stdin.flush()
+        self.sent += 1
+
+    def exited(self):
+        for line in self.proc.stdout:
+            event = json.loads(line)
+            if event["type"] == "error":
+                sys.exit(f"cordon exec said: {event['message']}")
+            if event["type"] == "exited":
+                if event.get("exit_code") != 0:
+                    sys.exit(f"a run failed: {event}")
+                return event
+        sys.exit("cordon exec ended early")
+
+    def latency(self, runs):
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            self.send()
+            self.exited()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    def throughput(self, n, in_flight):
+        start = time.perf_counter()
+        sent_here = 0
+        for _ in range(min(in_flight, n)):
+            self.send()
+            sent_here += 1
+        for done in range(1, n + 1):
+            self.exited()
+            if sent_here < n:
+                self.send()
+                sent_here += 1
+        return n / (time.perf_counter() - start)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
 
 
-def one_after_another(cordon, n, cwd):
-    start = time.perf_counter()
-    for _ in range(n):
-        subprocess.run([cordon, "run", "--", "true"], cwd=cwd, check=True)
-    return time.perf_counter() - start
+class Processes:
+    """A process per command: PREFIX + /bin/sh -c true."""
+
+    def __init__(self, prefix, cwd, env):
+        self.argv = prefix + ["/bin/sh", "-c", "true"]
+        self.cwd = cwd
+        self.env = env
+
+    def one(self):
+        subprocess.run(self.argv, cwd=self.cwd, env=self.env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def latency(self, runs):
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            self.one()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    def throughput(self, n, in_flight):
+        start = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(in_flight) as pool:
+            for f in [pool.submit(self.one) for _ in range(n)]:
+                f.result()
+        return n / (time.perf_counter() - start)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cordon", default="target/release/cordon")
-    p.add_argument("-n", type=int, default=500)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("-n", type=int, default=500, help="runs per throughput measurement")
+    p.add_argument("--latency", type=int, default=200, help="runs per latency measurement")
     p.add_argument("--in-flight", type=int, default=16)
+    p.add_argument("--peer-runs", type=int, default=20,
+                   help="runs per measurement for srt and codex, which take 0.1-0.5 s each")
     args = p.parse_args()
     cordon = os.path.realpath(args.cordon)
-    with tempfile.TemporaryDirectory(prefix="cordon-bench-exec-") as cwd:
-        # One of each first, so neither side pays for a cold cache.
-        through_exec(cordon, 1, 1, cwd)
-        one_after_another(cordon, 1, cwd)
-        t_exec = through_exec(cordon, args.n, args.in_flight, cwd)
-        t_seq = one_after_another(cordon, args.n, cwd)
-    print(f"cordon exec --jsonl, {args.in_flight} in flight: {args.n} runs in {t_exec:.2f} s = "
-          f"{args.n / t_exec:.0f} commands/s")
-    print(f"cordon run -- true, one after another: {args.n} runs in {t_seq:.2f} s = "
-          f"{args.n / t_seq:.0f} commands/s")
+    scratch = tempfile.mkdtemp(prefix="cordon-bench-exec-", dir="/var/tmp")
+    cwd = os.path.join(scratch, "work")
+    os.mkdir(cwd)
+    os.mkdir(os.path.join(scratch, "tmp"))
+    env = dict(os.environ, TMPDIR=os.path.join(scratch, "tmp"))
+    cold_env = dict(env, CORDON_NO_WARM="1")
+
+    ways = []  # (name, make(), runs for latency, runs for throughput)
+    ways.append(("cordon exec, warm", lambda: Exec(cordon, cwd, env), args.latency, args.n))
+    ways.append(("cordon exec, cold (CORDON_NO_WARM=1)", lambda: Exec(cordon, cwd, cold_env),
+                 args.latency, args.n))
+    ways.append(("bwrap --unshare-all, a process each",
+                 lambda: Processes(["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+                                    "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+                                    "--bind", cwd, cwd, "--chdir", cwd], cwd, env),
+                 args.latency, args.n))
+    skipped = []
+    if shutil.which("srt"):
+        settings = os.path.join(scratch, "srt-settings.json")
+        with open(settings, "w") as f:
+            json.dump({"network": {"allowedDomains": [], "deniedDomains": []},
+                       "filesystem": {"denyRead": [], "allowWrite": ["."], "denyWrite": []}}, f)
+        ways.append(("srt, a process each", lambda: Processes(["srt", "--settings", settings, "--"], cwd, env),
+                     args.peer_runs, args.peer_runs))
+    else:
+        skipped.append("srt: not installed (npm package @anthropic-ai/sandbox-runtime)")
+    codex = os.environ.get("CORDON_CODEX") or shutil.which("codex")
+    if codex:
+        ways.append(("codex sandbox, a process each", lambda: Processes(
+            [codex, "sandbox", "-c", "sandbox_mode=workspace-write",
+             "-c", "sandbox_workspace_write.network_access=false", "--"], cwd, env),
+            args.peer_runs, args.peer_runs))
+    else:
+        skipped.append("codex: not installed (npm package @openai/codex)")
+    ways.append(("/bin/sh -c true, no sandbox", lambda: Processes([], cwd, env), args.latency, args.n))
+
+    results = {name: ([], []) for name, *_ in ways}
+    try:
+        for r in range(args.rounds):
+            for name, make, lat_runs, thr_runs in ways:
+                way = make()
+                # One first, so that no way pays for a cold cache (or a warm sandbox's start).
+                way.latency(1)
+                results[name][0].append(way.latency(lat_runs))
+                results[name][1].append(way.throughput(thr_runs, args.in_flight))
+                if isinstance(way, Exec):
+                    way.close()
+            print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    print(f"{args.rounds} rounds; latency: median of each round's runs, one after another; "
+          f"throughput: {args.in_flight} in flight")
+    print(f"{'way':45} {'latency p50 ms (rounds: low-high)':>36} {'commands/s (low-high)':>24}")
+    for name, (lat, thr) in results.items():
+        ms = [x * 1000 for x in lat]
+        print(f"{name:45} {statistics.median(ms):>13.2f} ({min(ms):.2f}-{max(ms):.2f})"
+              f"{'':>9} {statistics.median(thr):>8.0f} ({min(thr):.0f}-{max(thr):.0f})")
+    for s in skipped:
+        print(f"skipped: {s}")
 
 
 if __name__ == "__main__":

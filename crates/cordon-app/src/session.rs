@@ -126,6 +126,11 @@ impl Session {
         self.runner.start(opts, sink)
     }
 
+    /// Lets go of the sandboxes kept for runs, once no run is left (see [`Runner::end_warm`]).
+    pub fn end(&self) {
+        self.runner.end_warm();
+    }
+
     /// Decides `command`, asks `ask` when the policy says to ask, and runs it if allowed,
     /// with output to `sink`; waits for it to end.
     pub fn run(

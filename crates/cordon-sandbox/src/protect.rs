@@ -98,8 +98,8 @@ const HOLD_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 impl MadeForRun {
     /// Makes each of `dirs` that lies in `cwd` (this process's working directory) or one of
     /// `writable` and is missing, and locks each of them that is a directory for the run.
-    /// Also returns the directories made, now to be kept read-only, and, for each that could
-    /// not be made, why.
+    /// Also returns the directories made or found, to be kept read-only, and, for each that
+    /// could not be made, why.
     pub fn make(
         dirs: &[PathBuf],
         cwd: &Path,
@@ -126,7 +126,12 @@ impl MadeForRun {
             };
             let rel = dir.strip_prefix(root).unwrap_or(dir);
             match opened.and_then(|r| hold(&r, rel).map(|(lock, made)| (r, lock, made))) {
-                Ok((_, lock, made)) if made.is_empty() => out.held.push(lock),
+                // Found there, it is read-only by the protected names too, unless it appeared
+                // after the run looked for them (another run made it meanwhile): kept either way.
+                Ok((_, lock, made)) if made.is_empty() => {
+                    keep.push(dir.clone());
+                    out.held.push(lock);
+                }
                 Ok((root, lock, dirs)) => {
                     keep.push(dir.clone());
                     out.made.push(Made { root, dirs, lock });
@@ -605,7 +610,11 @@ mod tests {
         let (first, _, _) = make();
         let (second, keep, failed) = make();
         assert!(failed.is_empty(), "{failed:?}");
-        assert!(keep.is_empty(), "the second run found it: {keep:?}");
+        assert_eq!(
+            keep.as_slice(),
+            std::slice::from_ref(&state),
+            "the second run found it, and keeps it too"
+        );
         drop(first);
         assert!(state.is_dir(), "removed from under a run that holds it");
         drop(second);
@@ -616,7 +625,10 @@ mod tests {
         let outsider = std::fs::File::open(&state)?;
         rustix::fs::flock(&outsider, rustix::fs::FlockOperation::LockExclusive)?;
         let (stalled, keep, failed) = make();
-        assert!(keep.is_empty() && failed.is_empty(), "{keep:?} {failed:?}");
+        assert!(
+            keep == [state.clone()] && failed.is_empty(),
+            "{keep:?} {failed:?}"
+        );
         drop(stalled);
         drop(outsider);
         assert!(state.is_dir());

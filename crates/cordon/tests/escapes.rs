@@ -2000,6 +2000,13 @@ fn escapes_with_namespaces() {
     run_suite(Mode::Namespaces);
 }
 
+/// The same attempts as commands of `cordon exec`, each through a warm sandbox: the per-command
+/// steps (PID namespace, `/proc`, `/tmp`, Landlock, seccomp) must stop what the cold run stops.
+#[test]
+fn escapes_through_a_warm_sandbox() {
+    run_suite(Mode::Warm);
+}
+
 #[test]
 fn escapes_with_landlock_alone() {
     run_suite(Mode::LandlockOnly);

@@ -274,6 +274,7 @@ fn cancel_leaves_nothing_behind(mode: Mode) {
     let marker = match mode {
         Mode::Namespaces => "987651",
         Mode::LandlockOnly => "987652",
+        Mode::Warm => "987653",
     };
     let mut c = Client::start(&sb, &[]);
     c.send(&run(
@@ -315,6 +316,11 @@ fn cancel_leaves_nothing_behind(mode: Mode) {
 #[test]
 fn cancel_kills_the_whole_sandbox() {
     cancel_leaves_nothing_behind(Mode::Namespaces);
+}
+
+#[test]
+fn cancel_kills_the_whole_warm_command() {
+    cancel_leaves_nothing_behind(Mode::Warm);
 }
 
 #[test]
@@ -1291,5 +1297,158 @@ fn plan_mode_runs_nothing_that_writes_through_a_read_only_command() {
             "{attack} wrote important.txt.mgc"
         );
     }
+    c.finish();
+}
+
+/// `true` when the event says its run went through a warm sandbox.
+fn warm(e: &Value) -> bool {
+    e["warm"] == true
+}
+
+/// One command's leftovers do not reach the next through a warm sandbox: what it left running
+/// (even in a session of its own) ends with it, and its `/tmp`, `/dev/shm` and System V shared
+/// memory are its own. The sandbox itself is the same one (same helper process).
+#[test]
+fn a_warm_sandbox_gives_each_command_a_clean_slate() {
+    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
+        return;
+    };
+    let shm = "import ctypes; print('shm', ctypes.CDLL(None).shmget(0x5eed, 4096, 0o1666))";
+    let mut c = Client::start(&sb, &[]);
+    c.send(&run(
+        "first",
+        &format!(
+            "touch /tmp/left-behind /dev/shm/left-behind; python3 -c \"{shm}\"; \
+             setsid sleep 987655 </dev/null >/dev/null 2>&1 & echo ready"
+        ),
+    ));
+    let first = c.event("exited", "first");
+    assert!(warm(&first), "{first}");
+    assert_eq!(first["exit_code"], 0, "{first}");
+    assert!(
+        c.streamed("first").contains("shm ") && !c.streamed("first").contains("shm -1"),
+        "the first command could not make its shared memory: {}",
+        c.streamed("first")
+    );
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 987655"])
+        .output()
+        .expect("pgrep");
+    assert!(
+        left.stdout.is_empty(),
+        "a process the command left survived it: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+    let look = "import ctypes; print('found', ctypes.CDLL(None).shmget(0x5eed, 0, 0))";
+    c.send(&run(
+        "second",
+        &format!("ls -A /tmp /dev/shm; python3 -c \"{look}\"; ps -e -o args"),
+    ));
+    let second = c.event("exited", "second");
+    assert!(warm(&second), "{second}");
+    let seen = c.streamed("second");
+    assert!(
+        !seen.contains("left-behind") && seen.contains("found -1") && !seen.contains("987655"),
+        "the second command saw what the first left: {seen}"
+    );
+    assert_eq!(
+        c.event("started", "first")["pid"],
+        c.event("started", "second")["pid"],
+        "the second command did not reuse the first one's sandbox"
+    );
+    c.finish();
+}
+
+/// Commands running side by side in one warm sandbox each have their own PID namespace: one
+/// cannot see, signal or kill another's processes.
+#[test]
+fn warm_commands_side_by_side_cannot_reach_each_other() {
+    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
+        return;
+    };
+    let mut c = Client::start(&sb, &[]);
+    c.send(&run("long", "sleep 987656 & echo ready; wait"));
+    c.wait_output("long", "ready");
+    // The marker is spelled so that the probe's own command line does not contain it.
+    c.send(&run(
+        "probe",
+        "M=98765; ps -e -o args; pkill -f ${M}6; kill -9 -1; echo probed",
+    ));
+    let probe = c.event("exited", "probe");
+    assert!(warm(&probe), "{probe}");
+    let seen = c.streamed("probe");
+    assert!(seen.contains("probed"), "the probe did not run: {seen}");
+    assert!(
+        !seen.contains("987656"),
+        "the probe saw the other command's process: {seen}"
+    );
+    let alive = Command::new("pgrep")
+        .args(["-f", "sleep 987656"])
+        .output()
+        .expect("pgrep");
+    assert!(
+        !alive.stdout.is_empty(),
+        "the probe killed the other command's process"
+    );
+    assert!(
+        !c.seen
+            .iter()
+            .any(|v| v["type"] == "exited" && v["id"] == "long"),
+        "the long command ended early: {:#?}",
+        c.seen
+    );
+    c.send(&json!({ "type": "cancel", "id": "long" }));
+    let long = c.event("exited", "long");
+    assert!(warm(&long) && long["cancelled"] == true, "{long}");
+    c.finish();
+}
+
+/// Settings edited so that the spec changes get a new warm sandbox, built to the new spec; a
+/// spec the warm sandbox cannot serve (here: a memory limit) runs cold, as before.
+#[test]
+fn a_changed_spec_gets_a_sandbox_of_its_own() {
+    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
+        return;
+    };
+    let config = sb.outside.join("config");
+    std::fs::create_dir_all(config.join("cordon")).expect("mkdir");
+    let file = config.join("cordon/cordon.toml");
+    std::fs::create_dir_all(sb.ws.join("locked")).expect("mkdir");
+    let env = [("XDG_CONFIG_HOME", config.as_path())];
+    let write = "echo changed > locked/file && echo WROTE";
+    let mut c = Client::start_env(&sb, &[], &env);
+    c.send(&run("open", write));
+    let open = c.event("exited", "open");
+    assert!(
+        warm(&open) && c.streamed("open").contains("WROTE"),
+        "{open}"
+    );
+    let locked_dir = sb.ws.join("locked");
+    std::fs::write(
+        &file,
+        format!(
+            "[filesystem]\ndeny_write = [{:?}]\n",
+            locked_dir.display().to_string()
+        ),
+    )
+    .expect("write");
+    c.send(&run("locked", write));
+    let locked = c.event("exited", "locked");
+    assert!(warm(&locked), "{locked}");
+    assert!(
+        !c.streamed("locked").contains("WROTE"),
+        "the new deny_write was not applied: {}",
+        c.streamed("locked")
+    );
+    assert_ne!(
+        c.event("started", "open")["pid"],
+        c.event("started", "locked")["pid"],
+        "the changed spec ran in the old sandbox"
+    );
+    std::fs::write(&file, "[limits]\nmemory = \"512M\"\n").expect("write");
+    c.send(&run("limited", "true"));
+    let limited = c.event("exited", "limited");
+    assert_eq!(limited["exit_code"], 0, "{limited}");
+    assert!(!warm(&limited), "a memory limit ran warm: {limited}");
     c.finish();
 }

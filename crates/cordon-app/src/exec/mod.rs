@@ -129,6 +129,15 @@ impl WorkDir {
         })
     }
 
+    /// Whether it is this process's own working directory (the same directory, not just the
+    /// same name).
+    pub fn is_current(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let open = rustix::fs::fstat(&*self.dir);
+        let here = std::fs::metadata(".");
+        matches!((open, here), (Ok(a), Ok(b)) if (a.st_dev, a.st_ino) == (b.dev(), b.ino()))
+    }
+
     /// Where the open directory is now, links resolved.
     pub fn real_path(&self) -> std::io::Result<PathBuf> {
         use std::os::fd::AsRawFd;
@@ -230,6 +239,9 @@ pub struct RunResult {
     pub setup_error: Option<String>,
     /// Whether the command ran in cordon's sandbox ([`Placement::Sandbox`]).
     pub sandboxed: bool,
+    /// Whether that sandbox was a warm one, kept for runs with the same spec
+    /// ([`crate::run::warm`]), rather than a `cordon run` of its own.
+    pub warm: bool,
 }
 
 fn as_seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -251,7 +263,14 @@ pub struct Runner {
     reports: tempfile::TempDir,
     next: AtomicU64,
     grace: Duration,
+    /// Sandboxes kept for runs with the same spec; `None` when `CORDON_NO_WARM` is set.
+    #[cfg(target_os = "linux")]
+    warm: Option<crate::run::warm::WarmPool>,
 }
+
+/// Set (to anything), every run in the sandbox is a `cordon run` of its own, as before warm
+/// sandboxes: for comparing the two, and as a way out should a warm sandbox misbehave.
+pub const NO_WARM_VAR: &str = "CORDON_NO_WARM";
 
 impl Runner {
     /// Every run reads its settings from `sources` as it starts, so that edited settings
@@ -263,6 +282,10 @@ impl Runner {
             reports: tempfile::Builder::new().prefix("cordon-exec-").tempdir()?,
             next: AtomicU64::new(0),
             grace: DEFAULT_GRACE,
+            #[cfg(target_os = "linux")]
+            warm: std::env::var_os(NO_WARM_VAR)
+                .is_none()
+                .then(crate::run::warm::WarmPool::default),
         })
     }
 
@@ -271,23 +294,32 @@ impl Runner {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let report = self.reports.path().join(format!("run-{n}.json"));
         let outside = matches!(opts.placement, Placement::Outside { .. });
+        let launch = Launch {
+            argv: vec!["/bin/sh".into(), "-c".into(), opts.command.clone()],
+            backend: self.backend.clone(),
+            report: Some(report.clone()),
+            report_only: !opts.blocked_on_stderr,
+            own_terminal: matches!(opts.io, Io::Terminal { .. }),
+            timeout: opts.timeout.map(|t| t.as_secs_f64()),
+            ..Launch::default()
+        };
+        #[cfg(target_os = "linux")]
+        // A warm run is planned in this process, for its own working directory.
+        let here = opts.cwd.as_ref().is_none_or(WorkDir::is_current);
+        if let (false, true, false, Io::Pipes(input), Some(pool)) =
+            (outside, here, opts.blocked_on_stderr, &opts.io, &self.warm)
+            && let Some(run) = self.start_warm(pool, &launch, input, &opts.keep, &sink, &report)
+        {
+            return Ok(run);
+        }
         let (mut cmd, request) = if outside {
             let mut cmd = Command::new("/bin/sh");
             cmd.args(["-c", &opts.command]);
             (cmd, None)
         } else {
-            let launch = Launch {
-                argv: vec!["/bin/sh".into(), "-c".into(), opts.command.clone()],
-                backend: self.backend.clone(),
-                report: Some(report.clone()),
-                report_only: !opts.blocked_on_stderr,
-                own_terminal: matches!(opts.io, Io::Terminal { .. }),
-                timeout: opts.timeout.map(|t| t.as_secs_f64()),
-                ..Launch::default()
-            };
             let mut child = crate::child::Child::new(&crate::child::Request::Run {
                 sources: self.sources.clone(),
-                launch: Box::new(launch),
+                launch: Box::new(launch.clone()),
             })?;
             child.install_request();
             let (cmd, sender) = child.into_parts();
@@ -379,6 +411,8 @@ impl Runner {
             master,
             grace: self.grace,
             outside,
+            #[cfg(target_os = "linux")]
+            warm: None,
         });
         // Outside the sandbox no `cordon run` keeps the time limit: the run keeps it itself.
         if let (true, Some(limit)) = (outside, opts.timeout) {
@@ -415,7 +449,7 @@ impl Runner {
             readers.push(read_into(t, Stream::Stdout, &output, &sink));
         }
         Ok(Run {
-            child,
+            process: Process::Cold(child),
             shared,
             readers,
             output,
@@ -423,12 +457,123 @@ impl Runner {
             started,
         })
     }
+
+    /// Lets go of the warm sandboxes (each ends once its running commands have) and removes
+    /// what was made for them. For the end of a session: a process that exits without it
+    /// leaves cordon's empty state directories behind, though no sandbox (they die with it).
+    pub fn end_warm(&self) {
+        #[cfg(target_os = "linux")]
+        if let Some(pool) = &self.warm {
+            pool.clear();
+        }
+    }
+
+    /// Starts a run in a warm sandbox ([`crate::run::warm`]), if it can run in one; `None`
+    /// to run it cold. Only with pipes: the warm sandbox takes no host file as input or output.
+    #[cfg(target_os = "linux")]
+    fn start_warm(
+        &self,
+        pool: &crate::run::warm::WarmPool,
+        launch: &Launch,
+        input: &Input,
+        keep: &OutputLimit,
+        sink: &Sink,
+        report: &std::path::Path,
+    ) -> Option<Run> {
+        use std::os::fd::OwnedFd;
+        let pipe = || std::io::pipe().ok();
+        let ((stdout, stdout_w), (stderr, stderr_w), (stdin_r, stdin_w)) =
+            (pipe()?, pipe()?, pipe()?);
+        let begun = Instant::now();
+        let warm = pool.start(&self.sources, launch, move || {
+            Ok([
+                OwnedFd::from(stdin_r),
+                OwnedFd::from(stdout_w),
+                OwnedFd::from(stderr_w),
+            ])
+        })?;
+        let signals = warm.signals().ok()?;
+        let input_to: Option<Box<dyn Write + Send>> = match input {
+            // The command reads the end of an empty pipe, not a host file.
+            Input::Null => None,
+            _ => Some(Box::new(stdin_w)),
+        };
+        let to_command = input_to.map(|to| {
+            let (tx, rx) = channel::<InputMessage>();
+            std::thread::spawn(move || feed_input(to, rx, false));
+            tx
+        });
+        if let (Input::Bytes(bytes), Some(tx)) = (input, &to_command) {
+            let _ = tx.send(InputMessage::Data(bytes.clone()));
+            let _ = tx.send(InputMessage::Close);
+        }
+        let shared = Arc::new(Shared {
+            pid: warm.pid(),
+            state: Mutex::new(State::default()),
+            ended: Condvar::new(),
+            input: Mutex::new(match input {
+                Input::Open => to_command,
+                _ => None,
+            }),
+            master: None,
+            grace: self.grace,
+            outside: false,
+            warm: Some(signals),
+        });
+        sink(Event::Started {
+            pid: shared.pid,
+            control: &Control(Arc::clone(&shared)),
+        });
+        let output = Arc::new(Mutex::new(BoundedOutput::new(*keep)));
+        let errors = Arc::new(crate::run::warm::ErrorsKept::default());
+        let errors_sink: Sink = {
+            let sink = Arc::clone(sink);
+            let errors = Arc::clone(&errors);
+            Arc::new(move |event: Event<'_>| {
+                if let Event::Output {
+                    stream: Stream::Stderr,
+                    data,
+                } = &event
+                {
+                    errors.push(data);
+                }
+                sink(event)
+            })
+        };
+        let readers = vec![
+            read_into(stdout, Stream::Stdout, &output, sink),
+            read_into(stderr, Stream::Stderr, &output, &errors_sink),
+        ];
+        Some(Run {
+            process: Process::Warm(Box::new(warm), errors),
+            shared,
+            readers,
+            output,
+            report: report.to_path_buf(),
+            started: begun,
+        })
+    }
+}
+
+/// What a run waits for.
+#[derive(Debug)]
+enum Process {
+    /// Its own `cordon run` (or, outside the sandbox, its shell).
+    Cold(Child),
+    /// A command in a warm sandbox, and its error output as far as it is scanned.
+    #[cfg(target_os = "linux")]
+    Warm(
+        Box<crate::run::warm::Started>,
+        Arc<crate::run::warm::ErrorsKept>,
+    ),
+    /// Waited for.
+    Ended,
 }
 
 /// A run in progress.
 #[derive(Debug)]
 pub struct Run {
-    child: Child,
+    process: Process,
     shared: Arc<Shared>,
     readers: Vec<JoinHandle<()>>,
     output: Arc<Mutex<BoundedOutput>>,
@@ -450,6 +595,33 @@ struct Shared {
     grace: Duration,
     /// Run outside the sandbox: the child is the command's shell, not `cordon run`.
     outside: bool,
+    /// Run in a warm sandbox: signals go through its keeper.
+    #[cfg(target_os = "linux")]
+    warm: Option<cordon_sandbox::linux::WarmSignals>,
+}
+
+impl Shared {
+    /// Asks the run's command to stop (SIGTERM to its process group).
+    fn terminate(&self) {
+        #[cfg(target_os = "linux")]
+        if let Some(w) = &self.warm {
+            return w.signal(libc::SIGTERM);
+        }
+        sys::signal_group(self.pid, libc::SIGTERM);
+    }
+
+    /// Ends the run with all it started, past its grace period.
+    fn kill(&self) {
+        #[cfg(target_os = "linux")]
+        if let Some(w) = &self.warm {
+            return w.kill();
+        }
+        if self.outside {
+            sys::signal_group(self.pid, libc::SIGKILL);
+        } else {
+            sys::signal_process(self.pid, libc::SIGKILL);
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -473,11 +645,7 @@ fn kill_after_grace(shared: Arc<Shared>) {
             .wait_timeout_while(st, shared.grace, |s| !s.exited)
             .unwrap_or_else(|e| e.into_inner());
         if !st.exited {
-            if shared.outside {
-                sys::signal_group(shared.pid, libc::SIGKILL);
-            } else {
-                sys::signal_process(shared.pid, libc::SIGKILL);
-            }
+            shared.kill();
         }
     });
 }
@@ -508,7 +676,7 @@ impl Control {
                 return;
             }
             st.cancelled = true;
-            sys::signal_group(shared.pid, libc::SIGTERM);
+            shared.terminate();
             // The time limit's watcher need wait no longer.
             shared.ended.notify_all();
         }
@@ -563,20 +731,29 @@ impl Run {
 
     /// Waits for the run to end and its output to be read.
     pub fn wait(mut self) -> RunResult {
-        let _ = sys::wait_unreaped(self.shared.pid);
         let outside = self.shared.outside;
-        if outside {
-            // What the command left running in its group goes with it, as a sandbox's
-            // processes go with `cordon run`; its pid is still unreaped, so the group is ours.
-            sys::signal_group(self.shared.pid, libc::SIGKILL);
-        }
-        let (cancelled, timed_out_here) = {
-            let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.exited = true;
-            self.shared.ended.notify_all();
-            (st.cancelled, st.timed_out)
+        let process = std::mem::replace(&mut self.process, Process::Ended);
+        #[cfg(target_os = "linux")]
+        let warm = matches!(process, Process::Warm(..));
+        #[cfg(not(target_os = "linux"))]
+        let warm = false;
+        let (ended, cancelled, timed_out_here) = match process {
+            Process::Cold(child) => self.wait_cold(child),
+            #[cfg(target_os = "linux")]
+            Process::Warm(started, errors) => {
+                let readers: Vec<JoinHandle<()>> = self.readers.drain(..).collect();
+                // The keeper's end is the command's: every output reaches its end with it.
+                let code = started.finish(|| {
+                    for r in readers {
+                        let _ = r.join();
+                    }
+                    errors.take()
+                });
+                let (cancelled, timed_out) = self.mark_exited();
+                (Some((i32::from(code), None)), cancelled, timed_out)
+            }
+            Process::Ended => (None, false, false),
         };
-        let status = self.child.wait();
         let duration = self.started.elapsed();
         // Dropping the sender ends the input thread.
         self.shared
@@ -584,26 +761,8 @@ impl Run {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        // The sandbox's processes are gone with `cordon run`, so every output reaches its end.
-        // Outside the sandbox a process that left the group (setsid) may hold an output open
-        // for ever: the run does not wait for it past a moment.
-        let deadline = Instant::now() + OUTSIDE_OUTPUT_WAIT;
-        for r in self.readers.drain(..) {
-            while outside && !r.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if !outside || r.is_finished() {
-                let _ = r.join();
-            }
-        }
-        let (mut exit_code, mut signal) = match &status {
-            Ok(s) => match (s.code(), s.signal()) {
-                (Some(c), _) => (c, None),
-                (None, Some(sig)) => (128 + sig, Some(sig)),
-                (None, None) => (i32::from(cordon_sandbox::exit::SETUP_FAILED), None),
-            },
-            Err(_) => (i32::from(cordon_sandbox::exit::SETUP_FAILED), None),
-        };
+        let (mut exit_code, mut signal) =
+            ended.unwrap_or((i32::from(cordon_sandbox::exit::SETUP_FAILED), None));
         let report: serde_json::Value = std::fs::read(&self.report)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
@@ -631,7 +790,7 @@ impl Run {
                 })
                 .unwrap_or_default()
         };
-        if status.is_err() {
+        if ended.is_none() {
             signal = None;
         }
         let output = self
@@ -650,7 +809,51 @@ impl Run {
             weaker: strings(&report["weaker"]),
             setup_error: report["setup_error"].as_str().map(String::from),
             sandboxed: !outside,
+            warm,
         }
+    }
+}
+
+impl Run {
+    /// Says the run has ended to whoever waits on its control; returns whether it was
+    /// cancelled, and whether it was stopped here for its time limit.
+    fn mark_exited(&self) -> (bool, bool) {
+        let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.exited = true;
+        self.shared.ended.notify_all();
+        (st.cancelled, st.timed_out)
+    }
+
+    /// Waits for the run's own process and its output: its exit code and signal (`None` if it
+    /// could not be waited for), cancelled, timed out here.
+    fn wait_cold(&mut self, mut child: Child) -> (Option<(i32, Option<i32>)>, bool, bool) {
+        let _ = sys::wait_unreaped(self.shared.pid);
+        let outside = self.shared.outside;
+        if outside {
+            // What the command left running in its group goes with it, as a sandbox's
+            // processes go with `cordon run`; its pid is still unreaped, so the group is ours.
+            sys::signal_group(self.shared.pid, libc::SIGKILL);
+        }
+        let (cancelled, timed_out_here) = self.mark_exited();
+        let status = child.wait();
+        // The sandbox's processes are gone with `cordon run`, so every output reaches its end.
+        // Outside the sandbox a process that left the group (setsid) may hold an output open
+        // for ever: the run does not wait for it past a moment.
+        let deadline = Instant::now() + OUTSIDE_OUTPUT_WAIT;
+        for r in self.readers.drain(..) {
+            while outside && !r.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if !outside || r.is_finished() {
+                let _ = r.join();
+            }
+        }
+        let ended = status.ok().map(|s| match (s.code(), s.signal()) {
+            (Some(c), _) => (c, None),
+            (None, Some(sig)) => (128 + sig, Some(sig)),
+            (None, None) => (i32::from(cordon_sandbox::exit::SETUP_FAILED), None),
+        });
+        (ended, cancelled, timed_out_here)
     }
 }
 

@@ -448,11 +448,14 @@ fn run_seatbelt(
 /// Host facilities the Linux backend uses; elsewhere there are none.
 #[cfg(target_os = "linux")]
 pub use cordon_sandbox::linux::{
-    UndoWatch, cgroups::RunCgroups, is_root, pid_max_per_namespace, run as run_linux,
+    RunError, RunOutcome, UndoWatch, cgroups::RunCgroups, is_root, pid_max_per_namespace,
+    run as run_linux,
 };
 
 #[cfg(not(target_os = "linux"))]
-pub use not_linux::{RunCgroups, UndoWatch, is_root, pid_max_per_namespace, run_linux};
+pub use not_linux::{
+    RunCgroups, RunError, RunOutcome, UndoWatch, is_root, pid_max_per_namespace, run_linux,
+};
 
 /// Stand-ins with the Linux backend's shapes, so `cordon run` builds its spec the same way on
 /// every OS. `validate` keeps them from ever being asked to run anything. Compiled on Linux

@@ -6,6 +6,8 @@
 pub mod backend;
 pub mod container;
 pub mod kubernetes;
+#[cfg(target_os = "linux")]
+pub mod warm;
 
 use std::path::{Path, PathBuf};
 
@@ -105,29 +107,9 @@ impl Drop for TerminalModes {
     }
 }
 
-fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Result<u8> {
-    let argv = launch.argv.clone();
-    let Plan {
-        timeout,
-        cwd,
-        writable,
-        read_only,
-        own_settings,
-        hidden,
-        reopened,
-        unix_sockets,
-        git,
-        git_limit,
-        warnings: _,
-    } = plan;
-    let vars = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-    let (mut env, _removed) = filter_environment(vars, &config.keep_env);
-    if !config.deny_env.is_empty() {
-        let denied = config.deny_env_matcher()?;
-        env.retain(|(k, _)| config.keep_env.contains(k) || !denied.is_match(k));
-    }
-    let isolation = if config.fail_if_unavailable {
+/// How the sandbox may isolate a run with `config`.
+fn isolation(config: &RunConfig) -> Isolation {
+    if config.fail_if_unavailable {
         Isolation::Namespaces
     } else if std::env::var_os("CORDON_SANDBOX_LANDLOCK_ONLY").is_some() {
         // What runs where user namespaces are missing, on demand: for tests, and for people
@@ -135,7 +117,16 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
         Isolation::LandlockOnly
     } else {
         Isolation::Auto
-    };
+    }
+}
+
+/// The limits a run with `config` asks for, and those of them that control groups are to
+/// enforce (where cordon can make them).
+fn limits(
+    config: &RunConfig,
+    isolation: Isolation,
+    timeout: Option<std::time::Duration>,
+) -> (Limits, Limits) {
     // Limits: control groups where cordon may make them (root), else rlimits, which hold per
     // user namespace for processes (not at all for root) and per process for memory. Where
     // each PID namespace has its own pid_max, that bounds processes too, for root as well:
@@ -160,25 +151,79 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
             .filter(|_| config.max_processes.is_some() || pid_max.is_none()),
         ..wanted
     };
+    (wanted, grouped)
+}
+
+/// Whether a run with `config` needs control groups for its limits.
+pub(crate) fn needs_groups(config: &RunConfig) -> bool {
+    let (_, grouped) = limits(config, isolation(config), None);
+    grouped.max_processes.is_some()
+        || grouped.memory_bytes.is_some()
+        || grouped.cpu_millis.is_some()
+}
+
+/// A run's sandbox as the settings and plan make it, with what was made for it, before
+/// anything runs.
+pub(crate) struct Prepared {
+    pub spec: SandboxSpec,
+    /// The limits asked for, before control groups took some of them over.
+    pub wanted: Limits,
+    pub groups: RunCgroups,
+    /// What the run made to keep read-only (cordon's state directories), removed when dropped.
+    pub made: MadeForRun,
+    /// What could not be made, as weaker.
+    pub unmade: Vec<String>,
+    pub own_settings: Vec<PathBuf>,
+    pub git: GitMeta,
+    pub git_limit: usize,
+    /// What to tell the person before the run: limits that could not be enforced as asked.
+    pub warnings: Vec<&'static str>,
+}
+
+/// The spec for `plan`, with control groups made for its limits.
+pub(crate) fn prepare(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Result<Prepared> {
+    let argv = launch.argv.clone();
+    let Plan {
+        timeout,
+        cwd,
+        writable,
+        read_only,
+        own_settings,
+        hidden,
+        reopened,
+        unix_sockets,
+        git,
+        git_limit,
+        warnings: _,
+    } = plan;
+    let vars = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let (mut env, _removed) = filter_environment(vars, &config.keep_env);
+    if !config.deny_env.is_empty() {
+        let denied = config.deny_env_matcher()?;
+        env.retain(|(k, _)| config.keep_env.contains(k) || !denied.is_match(k));
+    }
+    let isolation = isolation(config);
+    let (wanted, grouped) = limits(config, isolation, timeout);
     let (groups, missed) = if launch.backend.runs_linux() {
         RunCgroups::create(&grouped)
     } else {
         Default::default()
     };
-    let root = backend::is_root();
-    if missed.contains(&"max-processes") && root {
-        eprintln!(
-            "cordon: warning: no pids cgroup could be made, and process limits do not bind root; --max-processes is not enforced"
+    let mut warnings = Vec::new();
+    if missed.contains(&"max-processes") && backend::is_root() {
+        warnings.push(
+            "no pids cgroup could be made, and process limits do not bind root; --max-processes is not enforced",
         );
     }
     if missed.contains(&"memory") {
-        eprintln!(
-            "cordon: warning: no memory cgroup could be made; --memory limits each process's address space instead of the whole sandbox"
+        warnings.push(
+            "no memory cgroup could be made; --memory limits each process's address space instead of the whole sandbox",
         );
     }
     if missed.contains(&"cpus") {
-        eprintln!(
-            "cordon: warning: no cpu cgroup could be made (cordon makes them only as root, on cgroup v1); --cpus is not enforced, --cpu-time limits each process instead"
+        warnings.push(
+            "no cpu cgroup could be made (cordon makes them only as root, on cgroup v1); --cpus is not enforced, --cpu-time limits each process instead",
         );
     }
     let limits = Limits {
@@ -239,6 +284,34 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
         spec.read_only.extend(keep);
         (made, unmade)
     };
+    Ok(Prepared {
+        spec,
+        wanted,
+        groups,
+        made,
+        unmade,
+        own_settings,
+        git,
+        git_limit,
+        warnings,
+    })
+}
+
+fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Result<u8> {
+    let Prepared {
+        mut spec,
+        wanted,
+        groups: _groups,
+        made,
+        unmade,
+        own_settings,
+        git,
+        git_limit,
+        warnings,
+    } = prepare(config, launch, plan)?;
+    for w in warnings {
+        eprintln!("cordon: warning: {w}");
+    }
     let elsewhere = Elsewhere {
         spec: &spec,
         weaker: &unmade,
@@ -291,12 +364,41 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
         }
     }
     let result = run_sandboxed(&spec);
-    let refused = proxy.map(RunProxy::finish).unwrap_or_default();
+    let refused: Vec<Violation> = proxy
+        .map(RunProxy::finish)
+        .unwrap_or_default()
+        .iter()
+        .map(Violation::from)
+        .collect();
     let undone = guard.undo();
     drop(made);
     if let Some(watch) = watch {
         watch.disarm();
     }
+    conclude(
+        config,
+        launch,
+        (&git, git_limit, &unmade),
+        result,
+        refused,
+        undone,
+    )
+}
+
+/// What the git search and making the state directories left weaker: (the search, its
+/// limit, what could not be made).
+pub(crate) type Before<'a> = (&'a GitMeta, usize, &'a [String]);
+
+/// After a Linux run, cold or warm: what was weaker, what the sandbox blocked and what cordon
+/// undid, told as `launch` asks. Returns the run's exit status.
+pub(crate) fn conclude(
+    config: &RunConfig,
+    launch: &Launch,
+    (git, git_limit, unmade): Before<'_>,
+    result: Result<backend::RunOutcome, backend::RunError>,
+    refused: Vec<Violation>,
+    undone: cordon_sandbox::UndoReport,
+) -> anyhow::Result<u8> {
     let (weaker, restored, unrestored, inferred) = match &result {
         Ok(o) => (
             o.weaker.as_slice(),
@@ -306,7 +408,7 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
         ),
         Err(_) => (&[][..], &[][..], &[][..], &[][..]),
     };
-    let weaker: Vec<String> = git_search_weaker(&git, git_limit)
+    let weaker: Vec<String> = git_search_weaker(git, git_limit)
         .into_iter()
         .chain(weaker.iter().cloned())
         .chain(undone.weaker.iter().cloned())
@@ -326,7 +428,7 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
     let blocked: Vec<Violation> = undo_failures(&undone, unrestored)
         .chain(undone.undone.iter().map(Violation::from))
         .chain(restored.iter().map(|p| Violation::restored(p)))
-        .chain(refused.iter().map(Violation::from))
+        .chain(refused)
         .chain(inferred.iter().cloned())
         .filter(|v| {
             v.undo_failed()

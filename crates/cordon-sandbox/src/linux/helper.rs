@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use super::landlock_rules::{self, Reads, Walls};
 use super::seccomp::Extra;
 use super::sys;
-use super::{ERROR_FD, SPEC_FD};
+use super::{ERROR_FD, SPEC_FD, WARM_FD};
 use crate::{Isolation, NetworkMode, SandboxSpec, exit};
 
 /// A failed step: the exit code to use, the step, and the detail.
@@ -66,7 +66,18 @@ pub(super) fn report(errors: &mut Channel, f: &Failure) -> ! {
 /// Entry point, called by `cordon` when its first argument is [`super::HELPER_ARG`].
 pub fn helper_main(args: &[OsString]) -> ! {
     let mut errors = sys::adopt_fd(ERROR_FD).ok();
-    match read_spec(args).and_then(|(spec, parent)| enter(spec, parent, &mut errors, None)) {
+    // `warm`: the sandbox serves commands sent over the socket on WARM_FD (`warm.rs`).
+    let warm = match args.get(1).and_then(|a| a.to_str()) {
+        Some(super::warm::ARG) => match sys::adopt_fd(WARM_FD) {
+            Ok(f) => Some(std::os::fd::OwnedFd::from(f)),
+            Err(e) => report(
+                &mut errors,
+                &Failure::io("warm", e, "no socket to serve on"),
+            ),
+        },
+        _ => None,
+    };
+    match read_spec(args).and_then(|(spec, parent)| enter(spec, parent, &mut errors, None, warm)) {
         Ok(never) => match never {},
         Err(f) => report(&mut errors, &f),
     }
@@ -82,7 +93,7 @@ pub(super) fn forked(
     without_namespaces: Option<String>,
 ) -> ! {
     let mut errors = Some(errors);
-    match enter(spec, parent, &mut errors, without_namespaces) {
+    match enter(spec, parent, &mut errors, without_namespaces, None) {
         Ok(never) => match never {},
         Err(f) => report(&mut errors, &f),
     }
@@ -118,6 +129,7 @@ fn enter(
     parent: i32,
     errors: &mut Option<std::fs::File>,
     without_namespaces: Option<String>,
+    warm: Option<std::os::fd::OwnedFd>,
 ) -> Result<Never, Failure> {
     sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
     sys::own_process_group().map_err(|e| Failure::io("setpgid", e, ""))?;
@@ -136,14 +148,31 @@ fn enter(
             .map_err(|e| Failure::io("cgroup", e, &procs.display().to_string()))?;
     }
 
+    let warm_refused = |why: &str| {
+        Failure(
+            exit::SETUP_FAILED,
+            "warm sandbox",
+            format!("{why}; a warm sandbox needs namespaces, run each command on its own instead"),
+        )
+    };
     if let Some(why) = without_namespaces {
+        if warm.is_some() {
+            return Err(warm_refused(&why));
+        }
         return super::fallback::run(spec, errors, &why);
     }
     if spec.isolation == Isolation::LandlockOnly {
+        if warm.is_some() {
+            return Err(warm_refused("asked for Landlock alone"));
+        }
         return super::fallback::run(spec, errors, "asked for Landlock alone");
     }
-    match start_namespaced(&spec, errors, |_| Ok(()))? {
+    let warm_asked = warm.is_some();
+    match start_namespaced(&spec, errors, |_| Ok(()), warm)? {
         Started::Unavailable(e) => {
+            if warm_asked {
+                return Err(warm_refused(&format!("clone: {e}")));
+            }
             if spec.isolation == Isolation::Namespaces {
                 return Err(namespaces_unavailable(e));
             }
@@ -196,6 +225,7 @@ pub(super) fn start_namespaced(
     spec: &SandboxSpec,
     channel: &mut Channel,
     before_go: impl FnOnce(libc::pid_t) -> Result<(), Failure>,
+    warm: Option<std::os::fd::OwnedFd>,
 ) -> Result<Started, Failure> {
     // Inside the new user namespace these read as the overflow ids until the maps exist.
     let (uid, gid) = sys::ids();
@@ -237,7 +267,7 @@ pub(super) fn start_namespaced(
                     drop(go_reader);
                     write_id_maps(uid, gid)
                 })
-                .and_then(|()| init(spec, supervised, &host_sockets, channel));
+                .and_then(|()| init(spec, supervised, &host_sockets, channel, warm));
             match result {
                 Ok(never) => match never {},
                 Err(f) => report(channel, &f),
@@ -348,6 +378,7 @@ fn init(
     supervised: bool,
     host_sockets: &[PathBuf],
     errors: &mut Option<std::fs::File>,
+    warm: Option<std::os::fd::OwnedFd>,
 ) -> Result<Never, Failure> {
     if spec.network != NetworkMode::Host {
         sys::loopback_up().map_err(|e| Failure::io("loopback", e, ""))?;
@@ -382,6 +413,9 @@ fn init(
         );
     }
     let _ = sys::sethostname("cordon");
+    if let Some(control) = warm {
+        super::warm::serve(spec, control, errors);
+    }
     // The command's process sends its filter's listener back over this pair.
     let pair = if supervised {
         let pair = std::os::unix::net::UnixStream::pair()
@@ -572,32 +606,7 @@ fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), 
     )?;
 
     // Our own /proc (this PID namespace's processes only), /dev and /tmp.
-    let proc_ = inside(Path::new("/proc"));
-    mount_step(
-        "mount /proc",
-        sys::mount(
-            Some(Path::new("proc")),
-            &proc_,
-            Some("proc"),
-            RO_FLAGS | libc::MS_NOEXEC,
-            None,
-        ),
-        &proc_,
-    )?;
-    if let Some(n) = spec.limits.pid_max {
-        // This namespace's own limit; the kernel refuses less than 301.
-        let knob = proc_.join("sys/kernel/pid_max");
-        std::fs::write(&knob, n.max(301).to_string())
-            .map_err(|e| Failure::io("limit processes", e, "pid_max of the PID namespace"))?;
-    }
-    // Kernel settings and triggers under /proc answer to uid 0 rather than to a capability,
-    // and uid 0 inside maps to the host's root when cordon runs as root: make them read-only.
-    for knob in ["sys", "sysrq-trigger", "irq", "bus"] {
-        let target = proc_.join(knob);
-        if target.exists() {
-            freeze(&target, "read-only /proc", &target)?;
-        }
-    }
+    mount_proc(&inside(Path::new("/proc")), spec.limits.pid_max)?;
     let scratch = scratch_tmpfs(spec)?;
     build_dev(&scratch.join("shm"))?;
     let tmp = inside(Path::new("/tmp"));
@@ -836,16 +845,53 @@ fn bind_host_path(
 /// memory limit, both places sharing it, and by a quarter of the machine's memory without one
 /// (the kernel's default is half, for each mount). Files cost an inode each whatever their
 /// size, so their number is bounded too.
-fn scratch_tmpfs(spec: &SandboxSpec) -> Result<PathBuf, Failure> {
-    let scratch = PathBuf::from("/scratch");
-    std::fs::create_dir(&scratch).map_err(|e| Failure::io("mkdir", e, "/scratch"))?;
-    let options = match spec.limits.scratch_bytes {
+/// A fresh `/proc` at `target` for the caller's PID namespace, its limit on processes set,
+/// its kernel knobs read-only.
+pub(super) fn mount_proc(target: &Path, pid_max: Option<u64>) -> Result<(), Failure> {
+    mount_step(
+        "mount /proc",
+        sys::mount(
+            Some(Path::new("proc")),
+            target,
+            Some("proc"),
+            RO_FLAGS | libc::MS_NOEXEC,
+            None,
+        ),
+        target,
+    )?;
+    if let Some(n) = pid_max {
+        // This namespace's own limit; the kernel refuses less than 301.
+        let knob = target.join("sys/kernel/pid_max");
+        std::fs::write(&knob, n.max(301).to_string())
+            .map_err(|e| Failure::io("limit processes", e, "pid_max of the PID namespace"))?;
+    }
+    // Kernel settings and triggers under /proc answer to uid 0 rather than to a capability,
+    // and uid 0 inside maps to the host's root when cordon runs as root: make them read-only.
+    for knob in ["sys", "sysrq-trigger", "irq", "bus"] {
+        let knob = target.join(knob);
+        if knob.exists() {
+            freeze(&knob, "read-only /proc", &knob)?;
+        }
+    }
+    Ok(())
+}
+
+/// The mount options of the tmpfs behind `/tmp` and `/dev/shm`: bounded by the memory limit
+/// where there is one.
+pub(super) fn scratch_options(spec: &SandboxSpec) -> String {
+    match spec.limits.scratch_bytes {
         Some(bytes) => format!(
             "mode=0755,size={bytes},nr_inodes={}",
             (bytes / 4096).max(1024)
         ),
         None => "mode=0755,size=25%".to_string(),
-    };
+    }
+}
+
+fn scratch_tmpfs(spec: &SandboxSpec) -> Result<PathBuf, Failure> {
+    let scratch = PathBuf::from("/scratch");
+    std::fs::create_dir(&scratch).map_err(|e| Failure::io("mkdir", e, "/scratch"))?;
+    let options = scratch_options(spec);
     mount_step(
         "mount /tmp and /dev/shm",
         sys::mount(
@@ -912,16 +958,7 @@ fn build_dev(shm_source: &Path) -> Result<(), Failure> {
     )?;
     // A private pseudo-terminal instance; without one, programs that open a pty fail, which is
     // weaker only for them.
-    let pts = dev.join("pts");
-    if sys::mount(
-        Some(Path::new("devpts")),
-        &pts,
-        Some("devpts"),
-        libc::MS_NOSUID | libc::MS_NOEXEC,
-        Some("newinstance,ptmxmode=0666,mode=620"),
-    )
-    .is_ok()
-    {
+    if private_devpts(&dev.join("pts")) {
         let _ = std::os::unix::fs::symlink("pts/ptmx", dev.join("ptmx"));
     }
     for (link, target) in [
@@ -935,8 +972,20 @@ fn build_dev(shm_source: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Mounts a pseudo-terminal instance of its own at `pts`; whether that worked.
+pub(super) fn private_devpts(pts: &Path) -> bool {
+    sys::mount(
+        Some(Path::new("devpts")),
+        pts,
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=620"),
+    )
+    .is_ok()
+}
+
 /// In the command's process: give up every power, then become the command.
-fn exec_command(
+pub(super) fn exec_command(
     spec: &SandboxSpec,
     channel: &mut Channel,
     supervisor: Option<std::os::unix::net::UnixStream>,

@@ -18,6 +18,9 @@ mod landlock_rules;
 mod seccomp;
 mod supervise;
 mod sys;
+mod warm;
+
+pub use warm::{WarmCommand, WarmRun, WarmSandbox, WarmSignals, unsupported as warm_unsupported};
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -35,6 +38,8 @@ pub const HELPER_ARG: &str = "__cordon-sandbox-helper";
 /// File descriptors the helper finds its input and error channel on.
 const SPEC_FD: i32 = 3;
 const ERROR_FD: i32 = 4;
+/// Where a warm sandbox's helper finds the socket it serves commands on.
+const WARM_FD: i32 = 5;
 
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +65,7 @@ impl RunError {
 }
 
 /// How a sandboxed run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunOutcome {
     /// The command's exit code, or 128 + N when a signal N killed it.
     pub code: i32,
@@ -99,6 +104,9 @@ enum Message {
     TimedOut,
     /// `signaled`, signal number: a signal ended the process the sender waited for.
     Signaled(i32),
+    /// `exit`, status: how a warm sandbox's command ended (`warm.rs`); a cold run's is the
+    /// helper's own exit status.
+    Exited(i32),
 }
 
 impl Message {
@@ -119,6 +127,7 @@ impl Message {
             )),
             "timed-out" => Some(Message::TimedOut),
             "signaled" => parts.next()?.parse().ok().map(Message::Signaled),
+            "exit" => parts.next()?.parse().ok().map(Message::Exited),
             _ => None,
         }
     }
@@ -375,7 +384,7 @@ fn run_from_here(spec: &SandboxSpec, tap: Option<ErrorTap>) -> Result<RunOutcome
             Ok(())
         };
         let started = tapped(&tap, || {
-            match helper::start_namespaced(spec, &mut channel, join) {
+            match helper::start_namespaced(spec, &mut channel, join, None) {
                 Ok(helper::Started::Init(init)) => Ok(Some(init)),
                 Ok(helper::Started::Unavailable(e)) if spec.isolation == Isolation::Namespaces => {
                     Err(setup_error(helper::namespaces_unavailable(e)))
@@ -509,6 +518,20 @@ fn finish(
         outcome.timed_out = true;
         outcome.code = i32::from(exit::TIMEOUT);
     }
+    fold_messages(&mut outcome, &text)?;
+    if let Some((_, sys::Ended::Signaled(s))) = ended {
+        outcome.signal.get_or_insert(s);
+    }
+    if outcome.timed_out {
+        outcome.signal = None;
+    }
+    Ok(outcome)
+}
+
+/// Adds what the sandbox said (`text`, its channel's lines) to `outcome`; returns the status
+/// an `exit` line gave. A setup error is the run's error.
+fn fold_messages(outcome: &mut RunOutcome, text: &str) -> Result<Option<i32>, RunError> {
+    let mut status = None;
     for message in text.lines().filter_map(Message::parse) {
         match message {
             Message::Error { code, step, detail } => {
@@ -520,20 +543,16 @@ fn finish(
             Message::TimedOut => {
                 outcome.timed_out = true;
                 outcome.code = i32::from(exit::TIMEOUT);
+                outcome.signal = None;
             }
             // The innermost process that saw a signal tells first: the command's.
             Message::Signaled(s) => {
                 outcome.signal.get_or_insert(s);
             }
+            Message::Exited(code) => status = Some(code),
         }
     }
-    if let Some((_, sys::Ended::Signaled(s))) = ended {
-        outcome.signal.get_or_insert(s);
-    }
-    if outcome.timed_out {
-        outcome.signal = None;
-    }
-    Ok(outcome)
+    Ok(status)
 }
 
 /// Starts `/proc/self/exe` as the helper with the spec on fd 3 and `error_writer` on fd 4.

@@ -250,6 +250,29 @@ pub fn default_sigpipe() {
     }
 }
 
+/// Whether SIGCHLD is ignored, so that the kernel reaps children as they end (a warm
+/// sandbox's first process, which never asks how its children ended), or back to the default
+/// (their own processes, which do).
+pub fn reap_children_automatically(yes: bool) {
+    let action = if yes { libc::SIG_IGN } else { libc::SIG_DFL };
+    // SAFETY: signal() with SIG_IGN or SIG_DFL installs no handler; it only changes the
+    // disposition.
+    unsafe {
+        libc::signal(libc::SIGCHLD, action);
+    }
+}
+
+/// Whether `fd` is a pipe or a socket: nothing on a file system, so nothing whose mode or
+/// owner could be changed through it.
+pub fn is_pipe_or_socket(fd: libc::c_int) -> bool {
+    // SAFETY: a zeroed stat is a valid out-value, and fstat fills at most that struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid out-pointer for the call.
+    let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
+    let kind = st.st_mode & libc::S_IFMT;
+    ok && (kind == libc::S_IFIFO || kind == libc::S_IFSOCK)
+}
+
 /// Leaves the caller's process group for one of its own, so that a terminal's signals (Ctrl-C,
 /// window changes), which go to its foreground group, reach cordon alone and arrive here once,
 /// passed on, instead of twice.

@@ -303,6 +303,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
                 drop(slots);
                 // Every run's `exited` is told before cordon goes.
                 shared.drain(Some(Duration::from_secs(2)));
+                shared.session.end();
                 std::process::exit(128 + signal);
             }
         });
@@ -355,6 +356,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     }
     drop(slots);
     shared.drain(None);
+    shared.session.end();
     Ok(exit::OK)
 }
 

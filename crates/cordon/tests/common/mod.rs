@@ -14,6 +14,10 @@ pub enum Mode {
     Namespaces,
     /// What runs where user namespaces are unavailable: Landlock and seccomp alone.
     LandlockOnly,
+    /// The full sandbox, kept warm by `cordon exec` and given the command as a `run` request
+    /// (`Sandbox::run` speaks the protocol; the scratch layout is under /var/tmp, since under
+    /// /tmp exec's runs are cold).
+    Warm,
 }
 
 pub struct Sandbox {
@@ -32,7 +36,12 @@ impl Sandbox {
     }
 
     pub fn with_mode(mode: Mode) -> Option<Self> {
-        let tmp = tempfile::tempdir().expect("temp dir");
+        let tmp = if mode == Mode::Warm {
+            tempfile::tempdir_in("/var/tmp")
+        } else {
+            tempfile::tempdir()
+        }
+        .expect("temp dir");
         let ws = tmp.path().join("ws");
         let outside = tmp.path().join("outside");
         std::fs::create_dir_all(&ws).expect("mkdir");
@@ -73,11 +82,114 @@ impl Sandbox {
     }
 
     pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        if self.mode == Mode::Warm {
+            return self.run_warm(args, env);
+        }
         self.command()
             .args(args)
             .envs(env.iter().copied())
             .output()
             .expect("run cordon")
+    }
+
+    /// `cordon run ARGS` as `cordon exec --jsonl FLAGS` given one `run` request, its events
+    /// put back together as `cordon run`'s output: the command's standard output and error,
+    /// its exit status, and with `--report FILE` the report. Panics where `exec` gives no
+    /// result, so an attempt never passes on a run that did not happen; and where the run was
+    /// not warm although nothing in its flags keeps it cold.
+    fn run_warm(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        use std::io::Write;
+        use std::os::unix::process::ExitStatusExt;
+        let split = args
+            .iter()
+            .position(|a| *a == "--" || *a == "-c")
+            .unwrap_or_else(|| panic!("no command in {args:?}"));
+        let command = match args[split] {
+            "-c" => args[split + 1].to_string(),
+            // `exec`: the program is the shell's process, as `cordon run -- PROGRAM` starts it.
+            _ => std::iter::once("exec".to_string())
+                .chain(
+                    args[split + 1..]
+                        .iter()
+                        .map(|a| format!("'{}'", a.replace('\'', "'\\''"))),
+                )
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        let mut flags: Vec<&str> = args[..split].to_vec();
+        let report = flags.iter().position(|f| *f == "--report").map(|i| {
+            let file = flags[i + 1].to_string();
+            flags.drain(i..i + 2);
+            file
+        });
+        let mut child = Command::new(cordon_bin())
+            .args(["exec", "--jsonl", "--mode", "yolo"])
+            .args(&flags)
+            .envs(env.iter().copied())
+            .current_dir(&self.ws)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start cordon exec");
+        let request = serde_json::json!({"type": "run", "id": "w", "command": command});
+        let mut stdin = child.stdin.take().expect("stdin");
+        writeln!(stdin, "{request}").expect("send the request");
+        drop(stdin);
+        let o = child.wait_with_output().expect("cordon exec");
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut exited = None;
+        for line in String::from_utf8_lossy(&o.stdout).lines() {
+            let event: serde_json::Value = serde_json::from_str(line).expect("an event");
+            match event["type"].as_str() {
+                Some("output") => {
+                    let data = event["data"].as_str().unwrap_or_default().as_bytes();
+                    match event["stream"].as_str() {
+                        Some("stderr") => err.extend_from_slice(data),
+                        _ => out.extend_from_slice(data),
+                    }
+                }
+                Some("exited") => exited = Some(event),
+                _ => {}
+            }
+        }
+        let exited = exited.unwrap_or_else(|| {
+            panic!(
+                "cordon exec {flags:?} gave no result for {command:?}:\n{}\n{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        });
+        let cold_flags = [
+            "--allow-domain",
+            "--allow-unix-socket",
+            "--memory",
+            "--cpus",
+            "--max-processes",
+        ];
+        let kept_cold = flags.iter().any(|f| cold_flags.contains(f));
+        assert!(
+            exited["warm"] == true || kept_cold,
+            "the run of {command:?} with {flags:?} was not warm: {exited}"
+        );
+        if let Some(file) = report {
+            let report = serde_json::json!({
+                "exit_code": exited["exit_code"],
+                "signal": exited["signal"],
+                "timed_out": exited["timed_out"],
+                "setup_error": exited["setup_error"],
+                "weaker": exited["weaker"],
+                "blocked": exited["violations"],
+            });
+            std::fs::write(file, report.to_string()).expect("write the report");
+        }
+        err.extend_from_slice(&o.stderr);
+        let code = exited["exit_code"].as_i64().unwrap_or(125) as i32;
+        Output {
+            status: std::process::ExitStatus::from_raw((code & 0xff) << 8),
+            stdout: out,
+            stderr: err,
+        }
     }
 
     pub fn sh(&self, script: &str) -> Output {

@@ -277,8 +277,10 @@ fn serve(
     let workspace = Workspace::new(&environment, walls);
     let runs = Arc::new(Runs::default());
     let (stdin, input_ended) = input::Watched::new(tokio::io::stdin());
+    let session = Arc::new(session);
+    let server_session = Arc::clone(&session);
     let server = Server {
-        session: Arc::new(session),
+        session,
         options,
         workspace: Arc::new(workspace),
         runs: Arc::clone(&runs),
@@ -319,6 +321,7 @@ fn serve(
     // of input) and waited for, so no sandbox outlives the server.
     runs.stop_all();
     rt.shutdown_timeout(Duration::from_secs(1));
+    server_session.end();
     served?;
     Ok(exit::OK)
 }

@@ -1,0 +1,475 @@
+//! Warm sandboxes: the namespaces and mount view built once, for many commands.
+//!
+//! Building a sandbox (a user namespace, a mount namespace with a few dozen mounts, a network
+//! namespace) costs milliseconds of kernel time, most of a short command's run. An agent runs
+//! many short commands with one spec, so [`WarmSandbox::start`] builds it once: its first
+//! process (the "zygote") keeps the view and waits on a socket. Each command sent there gets,
+//! in a process cloned from the zygote (the command's "keeper"):
+//!
+//! - PID and IPC namespaces of its own: the keeper is PID 1, so everything the command leaves
+//!   running is killed when it ends, and no command sees or signals another's processes;
+//! - a mount namespace of its own, with a fresh `/proc` (its own PID namespace and process
+//!   limit), a fresh `/tmp`, `/dev/shm` and pseudo-terminal instance: nothing one command puts
+//!   there is seen by the next;
+//! - its own limits, time limit and report, and its own Landlock domain and seccomp filter,
+//!   applied in its own process exactly as a cold run applies them ([`super::helper`]).
+//!
+//! What commands of one warm sandbox share: the user namespace, the network namespace (its
+//! loopback: one command's listening port is reachable by another running at the same time),
+//! the host name, and the mount view as the spec made it (the working directory and allowed
+//! paths, which are the host's own anyway).
+//!
+//! Only pipes and sockets are taken as a command's standard input and output: a host file
+//! (a terminal, `/dev/null`) would need the cold run's reopening through a read-only mount,
+//! which needs the host's mounts, which the view no longer shows.
+
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::helper::{self, Channel, Failure, code_of, report, tell};
+use super::{ERROR_FD, HELPER_ARG, RunError, RunOutcome, SPEC_FD, WARM_FD, sys};
+use crate::{Isolation, Limits, NetworkMode, SandboxSpec, exit};
+
+/// The helper's second argument that asks for a warm sandbox.
+pub(super) const ARG: &str = "warm";
+
+/// The longest request line a keeper reads (the environment is most of it).
+const MAX_REQUEST: usize = 4 << 20;
+
+/// One command for a warm sandbox: what differs from the spec it was started with.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WarmCommand {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Processes (`pid_max` and `RLIMIT_NPROC`), memory and CPU time per process, and the
+    /// time limit, each for this command. Control groups are never used here.
+    pub limits: Limits,
+}
+
+/// Why `spec` cannot be served warm, if it cannot; such a run is built cold, as always.
+pub fn unsupported(spec: &SandboxSpec) -> Option<&'static str> {
+    let under = |p: &Path| ["/tmp", "/dev", "/proc"].iter().any(|d| p.starts_with(d));
+    let paths = std::iter::once(&spec.cwd)
+        .chain(&spec.writable)
+        .chain(&spec.read_only)
+        .chain(&spec.hidden)
+        .chain(&spec.reopened);
+    if spec.isolation == Isolation::LandlockOnly {
+        Some("it runs on Landlock alone")
+    } else if !spec.cgroups.is_empty() {
+        Some("its limits need control groups")
+    } else if spec.limits.scratch_bytes.is_some() {
+        Some("its memory limit bounds /tmp, which each command gets afresh")
+    } else if matches!(spec.network, NetworkMode::Proxy(_)) || spec.inbound.is_some() {
+        Some("its network goes through cordon's proxy")
+    } else if !spec.unix_sockets.is_empty() {
+        Some("it allows Unix sockets, whose connects its first process settles")
+    } else if spec.own_terminal {
+        Some("it runs on a terminal")
+    } else if paths.into_iter().any(|p| under(p)) {
+        Some("a path of its spec is under /tmp, /dev or /proc, which each command gets afresh")
+    } else {
+        None
+    }
+}
+
+/// A sandbox built once and kept for commands, until dropped.
+///
+/// Its helper has the thread that calls [`WarmSandbox::start`] as parent and dies with that
+/// thread (the parent-death signal follows the thread): start it from a thread that lives as
+/// long as the sandbox is wanted.
+#[derive(Debug)]
+pub struct WarmSandbox {
+    control: OwnedFd,
+    helper: Option<std::process::Child>,
+}
+
+impl WarmSandbox {
+    /// Builds the sandbox for `spec` (its command, environment and time limit are not used;
+    /// each [`WarmCommand`] brings its own) and waits until it is ready. From any thread.
+    pub fn start(spec: &SandboxSpec) -> Result<WarmSandbox, RunError> {
+        if let Some(why) = unsupported(spec) {
+            return Err(RunError::Setup {
+                code: exit::SETUP_FAILED,
+                step: "warm sandbox".into(),
+                detail: format!("this spec cannot be served warm: {why}"),
+            });
+        }
+        let mut spec = spec.clone();
+        spec.argv.clear();
+        spec.env.clear();
+        // The zygote's PID namespace holds every command's: only each command's own is bounded.
+        spec.limits = Limits::default();
+        let payload =
+            serde_json::to_vec(&spec).map_err(|e| RunError::Spawn(std::io::Error::other(e)))?;
+        let (ours, theirs) = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|e| RunError::Spawn(e.into()))?;
+        let (mut error_reader, error_writer) = std::io::pipe().map_err(RunError::Spawn)?;
+        let (spec_reader, mut spec_writer) = std::io::pipe().map_err(RunError::Spawn)?;
+        let mut cmd = Command::new("/proc/self/exe");
+        cmd.arg(HELPER_ARG)
+            .arg(std::process::id().to_string())
+            .arg(ARG)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        sys::install_fds(
+            &mut cmd,
+            &[
+                (spec_reader.as_raw_fd(), SPEC_FD),
+                (error_writer.as_raw_fd(), ERROR_FD),
+                (theirs.as_raw_fd(), WARM_FD),
+            ],
+        );
+        let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+        drop((spec_reader, error_writer, theirs));
+        let _ = spec_writer.write_all(&payload);
+        drop(spec_writer);
+        let mut ready = [0u8; 1];
+        match rustix::net::recv(&ours, &mut ready, rustix::net::RecvFlags::empty()) {
+            Ok((1, _)) => Ok(WarmSandbox {
+                control: ours,
+                helper: Some(child),
+            }),
+            // The helper or the sandbox ended before it was ready; the reason is on the
+            // error channel, which ends with them.
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let mut text = String::new();
+                let _ = error_reader.read_to_string(&mut text);
+                let mut outcome = RunOutcome::default();
+                super::fold_messages(&mut outcome, &text)?;
+                Err(RunError::Setup {
+                    code: exit::SETUP_FAILED,
+                    step: "warm sandbox".into(),
+                    detail: "the sandbox ended before it was ready".into(),
+                })
+            }
+        }
+    }
+
+    /// The helper process that keeps the sandbox (outside it, the parent of its first process).
+    pub fn helper_pid(&self) -> u32 {
+        self.helper.as_ref().map_or(0, std::process::Child::id)
+    }
+
+    /// Starts `command` in the sandbox with `stdio` (pipes or sockets only) as its standard
+    /// input, output and error. From any thread; commands run side by side.
+    pub fn run(&self, command: &WarmCommand, stdio: [OwnedFd; 3]) -> Result<WarmRun, RunError> {
+        let (ours, theirs) = UnixStream::pair().map_err(RunError::Spawn)?;
+        let [i, o, e] = stdio;
+        crate::handoff::send(&self.control, &[i, o, e, OwnedFd::from(theirs)]).map_err(|e| {
+            RunError::Spawn(std::io::Error::new(
+                e.kind(),
+                format!("the warm sandbox has ended: {e}"),
+            ))
+        })?;
+        // After the handoff: a request larger than the socket's buffer is read only once the
+        // keeper exists.
+        let mut line =
+            serde_json::to_vec(command).map_err(|e| RunError::Spawn(std::io::Error::other(e)))?;
+        line.push(b'\n');
+        (&ours).write_all(&line).map_err(RunError::Spawn)?;
+        Ok(WarmRun { socket: ours })
+    }
+}
+
+impl Drop for WarmSandbox {
+    /// Closing the socket tells the zygote to end once its running commands have; its helper
+    /// is reaped on a thread of its own, so that dropping never waits for them.
+    fn drop(&mut self) {
+        let _ = rustix::net::shutdown(&self.control, rustix::net::Shutdown::Both);
+        if let Some(mut helper) = self.helper.take() {
+            std::thread::spawn(move || helper.wait());
+        }
+    }
+}
+
+/// A command running in a warm sandbox.
+#[derive(Debug)]
+pub struct WarmRun {
+    socket: UnixStream,
+}
+
+/// Sends signals to a command running in a warm sandbox, from any thread.
+#[derive(Debug)]
+pub struct WarmSignals(UnixStream);
+
+impl WarmSignals {
+    /// Sends `signal` to the command's process group.
+    pub fn signal(&self, signal: i32) {
+        let _ = (&self.0).write_all(format!("signal\t{signal}\n").as_bytes());
+    }
+
+    /// Ends the command and everything it started, at once.
+    pub fn kill(&self) {
+        let _ = (&self.0).write_all(b"kill\n");
+    }
+}
+
+impl WarmRun {
+    pub fn signals(&self) -> std::io::Result<WarmSignals> {
+        self.socket.try_clone().map(WarmSignals)
+    }
+
+    /// Waits until the command and everything it left have ended.
+    pub fn wait(self) -> Result<RunOutcome, RunError> {
+        let mut text = String::new();
+        let _ = (&self.socket).read_to_string(&mut text);
+        let mut outcome = RunOutcome::default();
+        match super::fold_messages(&mut outcome, &text)? {
+            _ if outcome.timed_out => Ok(outcome),
+            Some(code) => {
+                outcome.code = code;
+                Ok(outcome)
+            }
+            None => Err(RunError::Setup {
+                code: exit::SETUP_FAILED,
+                step: "warm sandbox".into(),
+                detail: "the command's keeper ended without saying how the command did (the warm sandbox was killed?)".into(),
+            }),
+        }
+    }
+}
+
+/// The zygote: tells the starter it is ready, then clones a keeper for each command it is sent
+/// until the socket closes, and ends once the last keeper has.
+pub(super) fn serve(spec: &SandboxSpec, control: OwnedFd, errors: &mut Channel) -> ! {
+    // Nothing more to say on the setup's channel; keepers have a channel each.
+    drop(errors.take());
+    sys::reap_children_automatically(true);
+    if rustix::net::send(&control, b"r", rustix::net::SendFlags::empty()).is_err() {
+        sys::exit_now(i32::from(exit::SETUP_FAILED));
+    }
+    loop {
+        let fds = match receive(&control) {
+            Ok(Some(fds)) => fds,
+            Ok(None) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let Ok([i, o, e, socket]) = <[OwnedFd; 4]>::try_from(fds) else {
+            continue;
+        };
+        let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
+        match sys::clone_into_namespaces(flags) {
+            Ok(None) => {
+                drop(control);
+                keep(spec, [i, o, e], socket)
+            }
+            Ok(Some(_)) => {}
+            Err(err) => {
+                let mut channel: Channel = Some(std::fs::File::from(socket));
+                let f = Failure::io("clone", err, "a command's namespaces");
+                tell(&mut channel, "error", &[&f.0.to_string(), f.1, &f.2]);
+            }
+        }
+    }
+    // With SIGCHLD ignored, this returns once every keeper has ended.
+    let _ = sys::wait(-1);
+    sys::exit_now(0)
+}
+
+/// Receives one command's descriptors; `None` once the socket has closed.
+fn receive(control: &OwnedFd) -> std::io::Result<Option<Vec<OwnedFd>>> {
+    match crate::handoff::receive(control) {
+        Ok(fds) => Ok(Some(fds)),
+        Err(e) if e.kind() == std::io::ErrorKind::Other => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The keeper: PID 1 of the command's own namespaces. Makes the per-command parts of the
+/// view, starts the command, and passes on signals until it ends, then ends too, which ends
+/// everything the command left.
+fn keep(spec: &SandboxSpec, stdio: [OwnedFd; 3], socket: OwnedFd) -> ! {
+    let socket = UnixStream::from(socket);
+    let mut channel: Channel = socket
+        .try_clone()
+        .ok()
+        .map(|s| std::fs::File::from(OwnedFd::from(s)));
+    match start_command(spec, stdio, &socket, &mut channel) {
+        Ok((command, request, lines)) => supervise(command, &request, &socket, lines, channel),
+        Err(f) => report(&mut channel, &f),
+    }
+}
+
+fn start_command(
+    spec: &SandboxSpec,
+    stdio: [OwnedFd; 3],
+    socket: &UnixStream,
+    channel: &mut Channel,
+) -> Result<(libc::pid_t, WarmCommand, Lines), Failure> {
+    sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
+    sys::reap_children_automatically(false);
+    for (n, fd) in stdio.iter().enumerate() {
+        if !sys::is_pipe_or_socket(fd.as_raw_fd()) {
+            return Err(Failure(
+                exit::SETUP_FAILED,
+                "standard input and output",
+                format!("descriptor {n} is not a pipe or socket; a warm sandbox takes only those"),
+            ));
+        }
+    }
+    for (n, fd) in stdio.iter().enumerate() {
+        sys::dup2(fd.as_fd().as_raw_fd(), n as i32)
+            .map_err(|e| Failure::io("standard input and output", e, ""))?;
+    }
+    drop(stdio);
+    let mut lines = Lines::default();
+    let request = lines
+        .next(socket)
+        .ok_or_else(|| Failure(exit::SETUP_FAILED, "request", "no request".into()))
+        .and_then(|l| {
+            serde_json::from_slice::<WarmCommand>(&l)
+                .map_err(|e| Failure(exit::SETUP_FAILED, "request", e.to_string()))
+        })?;
+    helper::mount_proc(Path::new("/proc"), request.limits.pid_max)?;
+    for dir in ["/tmp", "/dev/shm"] {
+        let options = helper::scratch_options(spec).replace("mode=0755", "mode=1777");
+        sys::mount(
+            Some(Path::new("tmpfs")),
+            Path::new(dir),
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&options),
+        )
+        .map_err(|e| Failure::io("fresh /tmp", e, dir))?;
+    }
+    // Without it, opening a pseudo-terminal fails, which is weaker only for the command.
+    let _ = helper::private_devpts(Path::new("/dev/pts"));
+    let mut own = spec.clone();
+    own.argv = request.argv.clone();
+    own.env = request.env.clone();
+    own.limits = request.limits;
+    own.own_terminal = false;
+    match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
+        None => match helper::exec_command(&own, channel, None) {
+            Ok(never) => match never {},
+            Err(f) => report(channel, &f),
+        },
+        Some(pid) => Ok((pid, request, lines)),
+    }
+}
+
+/// Until the command ends: signals from the starter go to its process group; the time limit,
+/// a `kill` or the starter's going away end it and everything it started.
+fn supervise(
+    command: libc::pid_t,
+    request: &WarmCommand,
+    socket: &UnixStream,
+    mut lines: Lines,
+    mut channel: Channel,
+) -> ! {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let Some(pid) = rustix::process::Pid::from_raw(command) else {
+        sys::exit_now(i32::from(exit::SETUP_FAILED))
+    };
+    let Ok(ended) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) else {
+        sys::exit_now(i32::from(exit::SETUP_FAILED))
+    };
+    let deadline = request.limits.timeout.map(|t| Instant::now() + t);
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left == Some(Duration::ZERO) {
+            tell(&mut channel, "timed-out", &[]);
+            sys::exit_now(i32::from(exit::TIMEOUT));
+        }
+        let timeout = left.map(|d| Timespec {
+            tv_sec: d.as_secs() as i64,
+            tv_nsec: i64::from(d.subsec_nanos()),
+        });
+        let mut fds = [
+            PollFd::new(socket, PollFlags::IN),
+            PollFd::new(&ended, PollFlags::IN),
+        ];
+        if rustix::event::poll(&mut fds, timeout.as_ref()).is_err() {
+            continue;
+        }
+        if !fds[1].revents().is_empty() {
+            let code = match sys::wait(command) {
+                Ok(Some((_, how))) => code_of(&mut channel, how),
+                _ => i32::from(exit::SETUP_FAILED),
+            };
+            tell(&mut channel, "exit", &[&code.to_string()]);
+            sys::exit_now(code);
+        }
+        if !fds[0].revents().is_empty() {
+            while let Some(line) = lines.next(socket) {
+                match std::str::from_utf8(&line).unwrap_or("").split_once('\t') {
+                    Some(("signal", n)) => {
+                        if let Ok(n) = n.parse() {
+                            sys::kill(-command, n);
+                        }
+                    }
+                    _ if line == b"kill" => killed(&mut channel),
+                    _ => {}
+                }
+                if lines.buffered_line().is_none() {
+                    break;
+                }
+            }
+            // The starter has gone (or closed its end): no one is left to run this for.
+            if lines.ended {
+                killed(&mut channel);
+            }
+        }
+    }
+}
+
+/// Ends the keeper, and with it the command and all it started, as killed by SIGKILL.
+fn killed(channel: &mut Channel) -> ! {
+    let code = code_of(channel, sys::Ended::Signaled(libc::SIGKILL));
+    tell(channel, "exit", &[&code.to_string()]);
+    sys::exit_now(code)
+}
+
+/// Lines read from the command's socket, a read at a time.
+#[derive(Default)]
+struct Lines {
+    buffer: Vec<u8>,
+    ended: bool,
+}
+
+impl Lines {
+    /// A whole line already read, if there is one.
+    fn buffered_line(&self) -> Option<usize> {
+        self.buffer.iter().position(|&b| b == b'\n')
+    }
+
+    /// The next line: from the buffer, else after one read (so a caller that polled is never
+    /// blocked for more than that read), else `None`.
+    fn next(&mut self, mut from: &UnixStream) -> Option<Vec<u8>> {
+        loop {
+            if let Some(end) = self.buffered_line() {
+                let mut line: Vec<u8> = self.buffer.drain(..=end).collect();
+                line.pop();
+                return Some(line);
+            }
+            if self.ended || self.buffer.len() > MAX_REQUEST {
+                self.ended = true;
+                return None;
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            match from.read(&mut chunk) {
+                Ok(0) | Err(_) => {
+                    self.ended = true;
+                    return None;
+                }
+                Ok(n) => self.buffer.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+}
