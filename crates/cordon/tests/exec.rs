@@ -1339,6 +1339,19 @@ fn a_warm_sandbox_gives_each_command_a_clean_slate() {
         "a process the command left survived it: {}",
         String::from_utf8_lossy(&left.stdout)
     );
+    // A leftover still writing a protected file as the command ends: it is gone before
+    // cordon removes what the command planted, so nothing is planted after that.
+    c.send(&run(
+        "planter",
+        "(while :; do echo evil > .bashrc; done) & sleep 0.2; exit 0",
+    ));
+    let planter = c.event("exited", "planter");
+    assert!(warm(&planter), "{planter}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        !sb.ws.join(".bashrc").exists(),
+        "a leftover planted .bashrc after the command ended"
+    );
     let look = "import ctypes; print('found', ctypes.CDLL(None).shmget(0x5eed, 0, 0))";
     c.send(&run(
         "second",

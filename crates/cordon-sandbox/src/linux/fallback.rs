@@ -212,7 +212,7 @@ pub(super) fn run(spec: SandboxSpec, channel: &mut Channel, why: &str) -> Result
             };
             let tmpdir = tmp.to_string_lossy().into_owned();
             let supervisor = pair.map(|((_, theirs), _)| theirs);
-            match become_command(&spec, &walls, extra, &tmpdir, supervisor, channel) {
+            match become_command(&spec, &walls, extra, None, &tmpdir, supervisor, channel) {
                 Ok(never) => match never {},
                 Err(f) => report(channel, &f),
             }

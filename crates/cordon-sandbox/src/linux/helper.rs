@@ -426,7 +426,7 @@ fn init(
     };
     let command = match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
         Some(pid) => pid,
-        None => match exec_command(spec, errors, pair.map(|((_, theirs), _)| theirs)) {
+        None => match exec_command(spec, errors, pair.map(|((_, theirs), _)| theirs), None) {
             Ok(never) => match never {},
             Err(f) => report(errors, &f),
         },
@@ -606,7 +606,10 @@ fn build_mount_view(spec: &SandboxSpec, host_sockets: &[PathBuf]) -> Result<(), 
     )?;
 
     // Our own /proc (this PID namespace's processes only), /dev and /tmp.
-    mount_proc(&inside(Path::new("/proc")), spec.limits.pid_max)?;
+    let knob = mount_proc(&inside(Path::new("/proc")))?;
+    if let Some(n) = spec.limits.pid_max {
+        set_pid_max(knob, n)?;
+    }
     let scratch = scratch_tmpfs(spec)?;
     build_dev(&scratch.join("shm"))?;
     let tmp = inside(Path::new("/tmp"));
@@ -845,9 +848,10 @@ fn bind_host_path(
 /// memory limit, both places sharing it, and by a quarter of the machine's memory without one
 /// (the kernel's default is half, for each mount). Files cost an inode each whatever their
 /// size, so their number is bounded too.
-/// A fresh `/proc` at `target` for the caller's PID namespace, its limit on processes set,
-/// its kernel knobs read-only.
-pub(super) fn mount_proc(target: &Path, pid_max: Option<u64>) -> Result<(), Failure> {
+/// A fresh `/proc` at `target` for the caller's PID namespace, its kernel knobs read-only.
+/// Returns the namespace's `pid_max`, opened for writing before it became read-only, for
+/// [`set_pid_max`].
+pub(super) fn mount_proc(target: &Path) -> Result<std::fs::File, Failure> {
     mount_step(
         "mount /proc",
         sys::mount(
@@ -859,12 +863,10 @@ pub(super) fn mount_proc(target: &Path, pid_max: Option<u64>) -> Result<(), Fail
         ),
         target,
     )?;
-    if let Some(n) = pid_max {
-        // This namespace's own limit; the kernel refuses less than 301.
-        let knob = target.join("sys/kernel/pid_max");
-        std::fs::write(&knob, n.max(301).to_string())
-            .map_err(|e| Failure::io("limit processes", e, "pid_max of the PID namespace"))?;
-    }
+    let pid_max = std::fs::OpenOptions::new()
+        .write(true)
+        .open(target.join("sys/kernel/pid_max"))
+        .map_err(|e| Failure::io("limit processes", e, "pid_max of the PID namespace"))?;
     // Kernel settings and triggers under /proc answer to uid 0 rather than to a capability,
     // and uid 0 inside maps to the host's root when cordon runs as root: make them read-only.
     for knob in ["sys", "sysrq-trigger", "irq", "bus"] {
@@ -873,7 +875,13 @@ pub(super) fn mount_proc(target: &Path, pid_max: Option<u64>) -> Result<(), Fail
             freeze(&knob, "read-only /proc", &knob)?;
         }
     }
-    Ok(())
+    Ok(pid_max)
+}
+
+/// The PID namespace's own limit on processes; the kernel refuses less than 301.
+pub(super) fn set_pid_max(mut knob: std::fs::File, n: u64) -> Result<(), Failure> {
+    knob.write_all(n.max(301).to_string().as_bytes())
+        .map_err(|e| Failure::io("limit processes", e, "pid_max of the PID namespace"))
 }
 
 /// The mount options of the tmpfs behind `/tmp` and `/dev/shm`: bounded by the memory limit
@@ -989,6 +997,7 @@ pub(super) fn exec_command(
     spec: &SandboxSpec,
     channel: &mut Channel,
     supervisor: Option<std::os::unix::net::UnixStream>,
+    filter: Option<&seccompiler::BpfProgram>,
 ) -> Result<Never, Failure> {
     let walls = Walls {
         reads: Reads::Everything,
@@ -998,7 +1007,15 @@ pub(super) fn exec_command(
             .collect(),
         deny_tcp: false,
     };
-    become_command(spec, &walls, Extra::default(), "/tmp", supervisor, channel)
+    become_command(
+        spec,
+        &walls,
+        Extra::default(),
+        filter,
+        "/tmp",
+        supervisor,
+        channel,
+    )
 }
 
 /// The last steps of every run, in the command's own process: a new session, no
@@ -1007,6 +1024,7 @@ pub(super) fn become_command(
     spec: &SandboxSpec,
     walls: &Walls,
     extra: Extra,
+    filter: Option<&seccompiler::BpfProgram>,
     tmpdir: &str,
     supervisor: Option<std::os::unix::net::UnixStream>,
     channel: &mut Channel,
@@ -1063,8 +1081,17 @@ pub(super) fn become_command(
             ],
         );
     }
-    let filter = super::seccomp::build(!spec.unix_sockets.is_empty(), extra)
-        .map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e))?;
+    // Built here, or once by a warm sandbox for all its commands (the same spec, the same
+    // filter).
+    let built;
+    let filter = match filter {
+        Some(f) => f,
+        None => {
+            built = super::seccomp::build(!spec.unix_sockets.is_empty(), extra)
+                .map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e))?;
+            &built
+        }
+    };
     if let Some(supervisor) = supervisor {
         // Ahead of the main filter, which refuses any further listener.
         let listener = sys::install_notifying_filter(&super::seccomp::connect_notifier())
@@ -1072,7 +1099,7 @@ pub(super) fn become_command(
         crate::handoff::send(&supervisor, &[listener])
             .map_err(|e| Failure::io("seccomp listener", e, "handing it to PID 1"))?;
     }
-    super::seccomp::apply(&filter).map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e))?;
+    super::seccomp::apply(filter).map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e))?;
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(Failure(
             exit::SETUP_FAILED,

@@ -262,6 +262,15 @@ pub fn reap_children_automatically(yes: bool) {
     }
 }
 
+/// Closes standard input, output and error, so that whoever reads the other ends of those
+/// pipes sees their end.
+pub fn close_stdio() {
+    for fd in 0..=2 {
+        // SAFETY: close takes an integer; a descriptor already closed just fails.
+        unsafe { libc::close(fd) };
+    }
+}
+
 /// Whether `fd` is a pipe or a socket: nothing on a file system, so nothing whose mode or
 /// owner could be changed through it.
 pub fn is_pipe_or_socket(fd: libc::c_int) -> bool {

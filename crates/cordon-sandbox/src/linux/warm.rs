@@ -226,8 +226,23 @@ impl WarmRun {
 
     /// Waits until the command and everything it left have ended.
     pub fn wait(self) -> Result<RunOutcome, RunError> {
+        // Up to the `exit` line, which the keeper sends last, once all is gone; or the end,
+        // if the keeper died without it.
         let mut text = String::new();
-        let _ = (&self.socket).read_to_string(&mut text);
+        let mut reader = std::io::BufReader::new(&self.socket);
+        loop {
+            let mut line = String::new();
+            match std::io::BufRead::read_line(&mut reader, &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let last = line.starts_with("exit\t");
+                    text.push_str(&line);
+                    if last {
+                        break;
+                    }
+                }
+            }
+        }
         let mut outcome = RunOutcome::default();
         match super::fold_messages(&mut outcome, &text)? {
             _ if outcome.timed_out => Ok(outcome),
@@ -244,39 +259,52 @@ impl WarmRun {
     }
 }
 
-/// The zygote: tells the starter it is ready, then clones a keeper for each command it is sent
-/// until the socket closes, and ends once the last keeper has.
+/// The zygote: tells the starter it is ready, then keeps one keeper ready ahead of the next
+/// command (cloned, its per-command mounts made, waiting on the socket), and clones the next
+/// as soon as one is taken. Once the socket closes it ends, after the last keeper has.
 pub(super) fn serve(spec: &SandboxSpec, control: OwnedFd, errors: &mut Channel) -> ! {
     // Nothing more to say on the setup's channel; keepers have a channel each.
     drop(errors.take());
     sys::reap_children_automatically(true);
+    // Every command of the sandbox gets the same filter: built once.
+    let filter = super::seccomp::build(!spec.unix_sockets.is_empty(), Default::default());
     if rustix::net::send(&control, b"r", rustix::net::SendFlags::empty()).is_err() {
         sys::exit_now(i32::from(exit::SETUP_FAILED));
     }
     loop {
-        let fds = match receive(&control) {
-            Ok(Some(fds)) => fds,
-            Ok(None) => break,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        let Ok([i, o, e, socket]) = <[OwnedFd; 4]>::try_from(fds) else {
-            continue;
+        let Ok((mut taken, said)) = std::io::pipe() else {
+            break;
         };
         let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
         match sys::clone_into_namespaces(flags) {
             Ok(None) => {
-                drop(control);
-                keep(spec, [i, o, e], socket)
+                drop(taken);
+                ready_keeper(spec, control, said, &filter)
             }
-            Ok(Some(_)) => {}
+            Ok(Some(_)) => {
+                drop(said);
+                let mut word = [0u8; 1];
+                // `t`: taken, make the next; anything else (the socket closed, or the keeper
+                // died before it was taken): no more.
+                match taken.read(&mut word) {
+                    Ok(1) if word[0] == b't' => continue,
+                    _ => break,
+                }
+            }
             Err(err) => {
-                let mut channel: Channel = Some(std::fs::File::from(socket));
-                let f = Failure::io("clone", err, "a command's namespaces");
-                tell(&mut channel, "error", &[&f.0.to_string(), f.1, &f.2]);
+                // No keeper to be had: the next command is told why, here.
+                let Ok(Some(fds)) = receive(&control) else {
+                    break;
+                };
+                if let Ok([_, _, _, socket]) = <[OwnedFd; 4]>::try_from(fds) {
+                    let mut channel: Channel = Some(std::fs::File::from(socket));
+                    let f = Failure::io("clone", err, "a command's namespaces");
+                    tell(&mut channel, "error", &[&f.0.to_string(), f.1, &f.2]);
+                }
             }
         }
     }
+    drop(control);
     // With SIGCHLD ignored, this returns once every keeper has ended.
     let _ = sys::wait(-1);
     sys::exit_now(0)
@@ -284,36 +312,85 @@ pub(super) fn serve(spec: &SandboxSpec, control: OwnedFd, errors: &mut Channel) 
 
 /// Receives one command's descriptors; `None` once the socket has closed.
 fn receive(control: &OwnedFd) -> std::io::Result<Option<Vec<OwnedFd>>> {
-    match crate::handoff::receive(control) {
-        Ok(fds) => Ok(Some(fds)),
-        Err(e) if e.kind() == std::io::ErrorKind::Other => Ok(None),
-        Err(e) => Err(e),
+    loop {
+        match crate::handoff::receive(control) {
+            Ok(fds) => return Ok(Some(fds)),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::Other => return Ok(None),
+            Err(e) => return Err(e),
+        }
     }
 }
 
-/// The keeper: PID 1 of the command's own namespaces. Makes the per-command parts of the
-/// view, starts the command, and passes on signals until it ends, then ends too, which ends
-/// everything the command left.
-fn keep(spec: &SandboxSpec, stdio: [OwnedFd; 3], socket: OwnedFd) -> ! {
+/// A keeper, PID 1 of the next command's own namespaces, made ahead of it: makes the
+/// per-command parts of the view, then waits for a command and tells the zygote (over `said`)
+/// that it was taken.
+fn ready_keeper(
+    spec: &SandboxSpec,
+    control: OwnedFd,
+    mut said: std::io::PipeWriter,
+    filter: &Result<seccompiler::BpfProgram, String>,
+) -> ! {
+    let _ = sys::die_with_parent(libc::SIGKILL);
+    sys::reap_children_automatically(false);
+    // A failure here is the command's to hear, once it comes.
+    let view = fresh_view(spec);
+    let fds = match receive(&control) {
+        Ok(Some(fds)) => fds,
+        _ => {
+            let _ = said.write_all(b"e");
+            sys::exit_now(0)
+        }
+    };
+    let _ = said.write_all(b"t");
+    drop((said, control));
+    let Ok([i, o, e, socket]) = <[OwnedFd; 4]>::try_from(fds) else {
+        sys::exit_now(i32::from(exit::SETUP_FAILED))
+    };
     let socket = UnixStream::from(socket);
     let mut channel: Channel = socket
         .try_clone()
         .ok()
         .map(|s| std::fs::File::from(OwnedFd::from(s)));
-    match start_command(spec, stdio, &socket, &mut channel) {
+    let filter = filter
+        .as_ref()
+        .map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e.clone()));
+    match view
+        .and_then(|pid_max| start_command(spec, pid_max, filter?, [i, o, e], &socket, &mut channel))
+    {
         Ok((command, request, lines)) => supervise(command, &request, &socket, lines, channel),
         Err(f) => report(&mut channel, &f),
     }
 }
 
+/// What each command gets afresh: `/proc` for its PID namespace, `/tmp`, `/dev/shm` and a
+/// pseudo-terminal instance. Returns `/proc`'s `pid_max`, still writable.
+fn fresh_view(spec: &SandboxSpec) -> Result<std::fs::File, Failure> {
+    let pid_max = helper::mount_proc(Path::new("/proc"))?;
+    let options = helper::scratch_options(spec).replace("mode=0755", "mode=1777");
+    for dir in ["/tmp", "/dev/shm"] {
+        sys::mount(
+            Some(Path::new("tmpfs")),
+            Path::new(dir),
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&options),
+        )
+        .map_err(|e| Failure::io("fresh /tmp", e, dir))?;
+    }
+    // Without it, opening a pseudo-terminal fails, which is weaker only for the command.
+    let _ = helper::private_devpts(Path::new("/dev/pts"));
+    Ok(pid_max)
+}
+
 fn start_command(
     spec: &SandboxSpec,
+    pid_max: std::fs::File,
+    filter: &seccompiler::BpfProgram,
     stdio: [OwnedFd; 3],
     socket: &UnixStream,
     channel: &mut Channel,
 ) -> Result<(libc::pid_t, WarmCommand, Lines), Failure> {
-    sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
-    sys::reap_children_automatically(false);
     for (n, fd) in stdio.iter().enumerate() {
         if !sys::is_pipe_or_socket(fd.as_raw_fd()) {
             return Err(Failure(
@@ -336,27 +413,18 @@ fn start_command(
             serde_json::from_slice::<WarmCommand>(&l)
                 .map_err(|e| Failure(exit::SETUP_FAILED, "request", e.to_string()))
         })?;
-    helper::mount_proc(Path::new("/proc"), request.limits.pid_max)?;
-    for dir in ["/tmp", "/dev/shm"] {
-        let options = helper::scratch_options(spec).replace("mode=0755", "mode=1777");
-        sys::mount(
-            Some(Path::new("tmpfs")),
-            Path::new(dir),
-            Some("tmpfs"),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            Some(&options),
-        )
-        .map_err(|e| Failure::io("fresh /tmp", e, dir))?;
+    if let Some(n) = request.limits.pid_max {
+        helper::set_pid_max(pid_max, n)?;
+    } else {
+        drop(pid_max);
     }
-    // Without it, opening a pseudo-terminal fails, which is weaker only for the command.
-    let _ = helper::private_devpts(Path::new("/dev/pts"));
     let mut own = spec.clone();
     own.argv = request.argv.clone();
     own.env = request.env.clone();
     own.limits = request.limits;
     own.own_terminal = false;
     match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
-        None => match helper::exec_command(&own, channel, None) {
+        None => match helper::exec_command(&own, channel, None, Some(filter)) {
             Ok(never) => match never {},
             Err(f) => report(channel, &f),
         },
@@ -375,17 +443,17 @@ fn supervise(
 ) -> ! {
     use rustix::event::{PollFd, PollFlags, Timespec};
     let Some(pid) = rustix::process::Pid::from_raw(command) else {
-        sys::exit_now(i32::from(exit::SETUP_FAILED))
+        end(&mut channel, i32::from(exit::SETUP_FAILED))
     };
     let Ok(ended) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) else {
-        sys::exit_now(i32::from(exit::SETUP_FAILED))
+        end(&mut channel, i32::from(exit::SETUP_FAILED))
     };
     let deadline = request.limits.timeout.map(|t| Instant::now() + t);
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if left == Some(Duration::ZERO) {
             tell(&mut channel, "timed-out", &[]);
-            sys::exit_now(i32::from(exit::TIMEOUT));
+            end(&mut channel, i32::from(exit::TIMEOUT));
         }
         let timeout = left.map(|d| Timespec {
             tv_sec: d.as_secs() as i64,
@@ -403,8 +471,7 @@ fn supervise(
                 Ok(Some((_, how))) => code_of(&mut channel, how),
                 _ => i32::from(exit::SETUP_FAILED),
             };
-            tell(&mut channel, "exit", &[&code.to_string()]);
-            sys::exit_now(code);
+            end(&mut channel, code);
         }
         if !fds[0].revents().is_empty() {
             while let Some(line) = lines.next(socket) {
@@ -432,6 +499,17 @@ fn supervise(
 /// Ends the keeper, and with it the command and all it started, as killed by SIGKILL.
 fn killed(channel: &mut Channel) -> ! {
     let code = code_of(channel, sys::Ended::Signaled(libc::SIGKILL));
+    end(channel, code)
+}
+
+/// Ends the keeper with `code`, once everything left in its PID namespace is killed and
+/// reaped: when the starter hears how the command ended, nothing of it is left to change a
+/// file (the kernel's own clean-up of a PID namespace comes only after the keeper's
+/// descriptors have closed), and the command's output has reached its end.
+fn end(channel: &mut Channel, code: i32) -> ! {
+    sys::kill(-1, libc::SIGKILL);
+    while let Ok(Some(_)) = sys::wait(-1) {}
+    sys::close_stdio();
     tell(channel, "exit", &[&code.to_string()]);
     sys::exit_now(code)
 }
