@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Memory per in-flight command through `cordon exec --jsonl`: N runs of `sleep 30` are started
-and, once every one has said `started`, the proportional set size (PSS, from
-/proc/PID/smaps_rollup, so pages shared between processes are split between them) of every
-process under `cordon exec` is added up; the same is taken of `cordon exec` with no run going,
-and the difference divided by N is what one in-flight command costs. The processes under each
-run are counted too. Repeated ROUNDS times; prints the median and the range. Linux only; run as
-root to read every process's smaps.
+"""Memory of a warm sandbox and per in-flight command through `cordon exec --jsonl`.
+
+The proportional set size (PSS, from /proc/PID/smaps_rollup, so pages shared between processes
+are split between them) of every process under `cordon exec` is added up three times: with no
+run yet; after one run of `true` (what is left is the warm sandbox kept for the next: its
+helper, its first process and the keeper made ahead); and with N runs of `sleep 30` in flight,
+once each has its `sleep`. The warm sandbox is the second less the first; one in-flight command
+is the third less the second, divided by N. The same with CORDON_NO_WARM=1, where each run is a
+`cordon run` of its own and nothing stays between runs. The processes per command are counted
+too. Repeated ROUNDS times, warm and cold in turn; prints the median and the range. Linux only;
+run as root to read every process's smaps.
 
     python3 scripts/bench-exec-memory.py --cordon target/release/cordon -n 16 --rounds 5
 """
@@ -56,12 +60,22 @@ def tree_pss(pid):
     return sum(pss_kib(p) for p in procs), len(procs)
 
 
-def one_round(cordon, n, cwd):
-    proc = subprocess.Popen([cordon, "exec", "--jsonl", "--mode", "yolo"], cwd=cwd,
+def one_round(cordon, n, cwd, env):
+    proc = subprocess.Popen([cordon, "exec", "--jsonl", "--mode", "yolo"], cwd=cwd, env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     try:
         time.sleep(0.3)
-        idle, idle_procs = tree_pss(proc.pid)
+        idle, _ = tree_pss(proc.pid)
+        proc.stdin.write(json.dumps({"type": "run", "id": "first", "command": "true"}) + "\n")
+        proc.stdin.flush()
+        for line in proc.stdout:
+            event = json.loads(line)
+            if event["type"] == "error":
+                sys.exit(f"cordon exec said: {event['message']}")
+            if event["type"] == "exited":
+                break
+        time.sleep(0.3)
+        kept, kept_procs = tree_pss(proc.pid)
         for i in range(n):
             proc.stdin.write(json.dumps({"type": "run", "id": str(i), "command": "sleep 30"}) + "\n")
         proc.stdin.flush()
@@ -82,7 +96,7 @@ def one_round(cordon, n, cwd):
                 break
             time.sleep(0.05)
         busy, busy_procs = tree_pss(proc.pid)
-        return (busy - idle) / n, (busy_procs - idle_procs) / n
+        return kept - idle, (busy - kept) / n, (busy_procs - kept_procs) / n
     finally:
         for i in range(n):
             try:
@@ -111,16 +125,18 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
     cordon = os.path.abspath(a.cordon)
-    per, procs = [], []
+    ways = {"warm": dict(os.environ), "cold (CORDON_NO_WARM=1)": dict(os.environ, CORDON_NO_WARM="1")}
+    results = {name: ([], [], []) for name in ways}
     for _ in range(a.rounds):
-        with tempfile.TemporaryDirectory(dir="/var/tmp") as cwd:
-            kib, count = one_round(cordon, a.n, cwd)
-        per.append(kib)
-        procs.append(count)
+        for name, env in ways.items():
+            with tempfile.TemporaryDirectory(dir="/var/tmp") as cwd:
+                for got, value in zip(results[name], one_round(cordon, a.n, cwd, env)):
+                    got.append(value)
+    mib = lambda xs: f"median {statistics.median(xs) / 1024:.2f} MiB ({min(xs) / 1024:.2f}-{max(xs) / 1024:.2f})"
     print(f"{a.n} runs of `sleep 30` in flight, {a.rounds} rounds:")
-    print(f"  PSS per in-flight command: median {statistics.median(per) / 1024:.2f} MiB "
-          f"({min(per) / 1024:.2f}-{max(per) / 1024:.2f})")
-    print(f"  processes per in-flight command: {statistics.median(procs):.1f}")
+    for name, (kept, per, procs) in results.items():
+        print(f"  {name}: kept between runs {mib(kept)}; per in-flight command {mib(per)}, "
+              f"{statistics.median(procs):.1f} processes")
 
 
 if __name__ == "__main__":
