@@ -992,6 +992,19 @@ pub(super) fn private_devpts(pts: &Path) -> bool {
     .is_ok()
 }
 
+/// Landlock's walls inside the mount view: reads everywhere (the view hides what is hidden),
+/// writes in the writable places.
+pub(super) fn namespaced_walls(spec: &SandboxSpec) -> Walls<'_> {
+    Walls {
+        reads: Reads::Everything,
+        writable: [Path::new("/tmp"), Path::new("/dev/shm"), spec.cwd.as_path()]
+            .into_iter()
+            .chain(spec.writable.iter().map(PathBuf::as_path))
+            .collect(),
+        deny_tcp: false,
+    }
+}
+
 /// In the command's process: give up every power, then become the command.
 pub(super) fn exec_command(
     spec: &SandboxSpec,
@@ -999,17 +1012,9 @@ pub(super) fn exec_command(
     supervisor: Option<std::os::unix::net::UnixStream>,
     filter: Option<&seccompiler::BpfProgram>,
 ) -> Result<Never, Failure> {
-    let walls = Walls {
-        reads: Reads::Everything,
-        writable: [Path::new("/tmp"), Path::new("/dev/shm"), spec.cwd.as_path()]
-            .into_iter()
-            .chain(spec.writable.iter().map(PathBuf::as_path))
-            .collect(),
-        deny_tcp: false,
-    };
     become_command(
         spec,
-        &walls,
+        &namespaced_walls(spec),
         Extra::default(),
         filter,
         "/tmp",
@@ -1018,8 +1023,7 @@ pub(super) fn exec_command(
     )
 }
 
-/// The last steps of every run, in the command's own process: a new session, no
-/// capabilities, `no_new_privs`, limits, Landlock, the system-call filter, then exec.
+/// The last steps of every run, in the command's own process: [`confine`], then [`launch`].
 pub(super) fn become_command(
     spec: &SandboxSpec,
     walls: &Walls,
@@ -1029,6 +1033,21 @@ pub(super) fn become_command(
     supervisor: Option<std::os::unix::net::UnixStream>,
     channel: &mut Channel,
 ) -> Result<Never, Failure> {
+    confine(spec, walls, extra, filter, supervisor, channel)?;
+    Err(launch(spec, tmpdir))
+}
+
+/// A new session, no capabilities, `no_new_privs`, Landlock and the system-call filter: all
+/// that confines the command but its limits, which [`launch`] sets. A warm sandbox's keeper
+/// has this done ahead of the command it will become (`warm.rs`).
+pub(super) fn confine(
+    spec: &SandboxSpec,
+    walls: &Walls,
+    extra: Extra,
+    filter: Option<&seccompiler::BpfProgram>,
+    supervisor: Option<std::os::unix::net::UnixStream>,
+    channel: &mut Channel,
+) -> Result<(), Failure> {
     sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
     sys::close_inherited_on_exec()
         .map_err(|e| Failure::io("close inherited descriptors", e, ""))?;
@@ -1039,20 +1058,6 @@ pub(super) fn become_command(
     }
     sys::drop_all_capabilities().map_err(|e| Failure::io("drop capabilities", e, ""))?;
     sys::set_no_new_privs().map_err(|e| Failure::io("no_new_privs", e, ""))?;
-    let limits = [
-        (
-            libc::RLIMIT_NPROC,
-            spec.limits.max_processes,
-            "limit processes",
-        ),
-        (libc::RLIMIT_AS, spec.limits.memory_bytes, "limit memory"),
-        (libc::RLIMIT_CPU, spec.limits.cpu_seconds, "limit CPU time"),
-    ];
-    for (resource, value, step) in limits {
-        if let Some(v) = value {
-            sys::set_rlimit(resource, v).map_err(|e| Failure::io(step, e, ""))?;
-        }
-    }
     let enforced =
         landlock_rules::restrict(walls).map_err(|e| Failure(exit::SETUP_FAILED, "landlock", e))?;
     if enforced.none {
@@ -1100,20 +1105,38 @@ pub(super) fn become_command(
             .map_err(|e| Failure::io("seccomp listener", e, "handing it to PID 1"))?;
     }
     super::seccomp::apply(filter).map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e))?;
+    Ok(())
+}
+
+/// The command's limits, then the command itself, found as a shell would find it. Returns only
+/// if it could not be started.
+pub(super) fn launch(spec: &SandboxSpec, tmpdir: &str) -> Failure {
+    let limits = [
+        (
+            libc::RLIMIT_NPROC,
+            spec.limits.max_processes,
+            "limit processes",
+        ),
+        (libc::RLIMIT_AS, spec.limits.memory_bytes, "limit memory"),
+        (libc::RLIMIT_CPU, spec.limits.cpu_seconds, "limit CPU time"),
+    ];
+    for (resource, value, step) in limits {
+        if let Some(v) = value
+            && let Err(e) = sys::set_rlimit(resource, v)
+        {
+            return Failure::io(step, e, "");
+        }
+    }
     let Some((program, args)) = spec.argv.split_first() else {
-        return Err(Failure(
-            exit::SETUP_FAILED,
-            "command",
-            "no command given".into(),
-        ));
+        return Failure(exit::SETUP_FAILED, "command", "no command given".into());
     };
-    let path = lookup(program, spec).ok_or_else(|| {
-        Failure(
+    let Some(path) = lookup(program, spec) else {
+        return Failure(
             exit::NOT_FOUND,
             "exec",
             format!("{program}: command not found"),
-        )
-    })?;
+        );
+    };
     let mut cmd = std::process::Command::new(&path);
     cmd.arg0(program)
         .args(args)
@@ -1125,7 +1148,7 @@ pub(super) fn become_command(
         std::io::ErrorKind::NotFound => exit::NOT_FOUND,
         _ => exit::CANNOT_EXECUTE,
     };
-    Err(Failure(code, "exec", format!("{program}: {e}")))
+    Failure(code, "exec", format!("{program}: {e}"))
 }
 
 /// Finds `program` as a shell would: a name with a slash is used as it is; otherwise the first

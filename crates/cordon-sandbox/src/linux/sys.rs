@@ -262,12 +262,18 @@ pub fn reap_children_automatically(yes: bool) {
     }
 }
 
+/// Closes `fd`, owned elsewhere by a value this process (a child after `fork`) will never
+/// drop.
+pub fn close(fd: libc::c_int) {
+    // SAFETY: close takes an integer; the caller guarantees no owner of `fd` runs again here.
+    unsafe { libc::close(fd) };
+}
+
 /// Closes standard input, output and error, so that whoever reads the other ends of those
 /// pipes sees their end.
 pub fn close_stdio() {
     for fd in 0..=2 {
-        // SAFETY: close takes an integer; a descriptor already closed just fails.
-        unsafe { libc::close(fd) };
+        close(fd);
     }
 }
 

@@ -24,7 +24,7 @@
 //! which needs the host's mounts, which the view no longer shows.
 
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::Command;
@@ -323,8 +323,9 @@ fn receive(control: &OwnedFd) -> std::io::Result<Option<Vec<OwnedFd>>> {
 }
 
 /// A keeper, PID 1 of the next command's own namespaces, made ahead of it: makes the
-/// per-command parts of the view, then waits for a command and tells the zygote (over `said`)
-/// that it was taken.
+/// per-command parts of the view and the command's process, confined and waiting for its
+/// request; then waits for a command, tells the zygote (over `said`) that it was taken, and
+/// hands the command its descriptors and request.
 fn ready_keeper(
     spec: &SandboxSpec,
     control: OwnedFd,
@@ -334,7 +335,26 @@ fn ready_keeper(
     let _ = sys::die_with_parent(libc::SIGKILL);
     sys::reap_children_automatically(false);
     // A failure here is the command's to hear, once it comes.
-    let view = fresh_view(spec);
+    let ahead = fresh_view(spec).and_then(|pid_max| {
+        let filter = filter
+            .as_ref()
+            .map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e.clone()))?;
+        let (to_command, theirs) =
+            UnixStream::pair().map_err(|e| Failure::io("socketpair", e, "to the command"))?;
+        let (early, early_writer) =
+            std::io::pipe().map_err(|e| Failure::io("pipe", e, "from the command"))?;
+        match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
+            None => {
+                // The zygote's socket and word pipe are the keeper's alone; this process
+                // never returns to where they are owned.
+                sys::close(control.as_raw_fd());
+                sys::close(said.as_raw_fd());
+                drop((to_command, early, pid_max));
+                await_command(spec, filter, theirs, early_writer)
+            }
+            Some(pid) => Ok((pid, pid_max, to_command, early)),
+        }
+    });
     let fds = match receive(&control) {
         Ok(Some(fds)) => fds,
         _ => {
@@ -352,12 +372,7 @@ fn ready_keeper(
         .try_clone()
         .ok()
         .map(|s| std::fs::File::from(OwnedFd::from(s)));
-    let filter = filter
-        .as_ref()
-        .map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e.clone()));
-    match view
-        .and_then(|pid_max| start_command(spec, pid_max, filter?, [i, o, e], &socket, &mut channel))
-    {
+    match ahead.and_then(|ahead| hand_over(ahead, [i, o, e], &socket, &mut channel)) {
         Ok((command, request, lines)) => supervise(command, &request, &socket, lines, channel),
         Err(f) => report(&mut channel, &f),
     }
@@ -383,10 +398,70 @@ fn fresh_view(spec: &SandboxSpec) -> Result<std::fs::File, Failure> {
     Ok(pid_max)
 }
 
-fn start_command(
+/// The command's process, made ahead: confined as a cold run confines its command (the
+/// walls do not depend on the command), then waiting on `keeper` for its standard input,
+/// output and error, the command's socket, and the request; it sets the request's limits and
+/// becomes the command. What confining said (or why it failed) goes to `early`, which it
+/// closes before it waits.
+fn await_command(
     spec: &SandboxSpec,
-    pid_max: std::fs::File,
     filter: &seccompiler::BpfProgram,
+    keeper: UnixStream,
+    early: std::io::PipeWriter,
+) -> ! {
+    let mut early: Channel = Some(std::fs::File::from(OwnedFd::from(early)));
+    let walls = helper::namespaced_walls(spec);
+    if let Err(f) = helper::confine(
+        spec,
+        &walls,
+        Default::default(),
+        Some(filter),
+        None,
+        &mut early,
+    ) {
+        report(&mut early, &f)
+    }
+    drop(early);
+    let Ok(Ok([i, o, e, socket])) = crate::handoff::receive(&keeper).map(<[OwnedFd; 4]>::try_from)
+    else {
+        sys::exit_now(i32::from(exit::SETUP_FAILED))
+    };
+    let mut channel: Channel = Some(std::fs::File::from(socket));
+    for (n, fd) in [i, o, e].iter().enumerate() {
+        if let Err(err) = sys::dup2(fd.as_raw_fd(), n as i32) {
+            report(
+                &mut channel,
+                &Failure::io("standard input and output", err, ""),
+            )
+        }
+    }
+    let request = Lines::default()
+        .next(&keeper)
+        .and_then(|l| serde_json::from_slice::<WarmCommand>(&l).ok());
+    let Some(request) = request else {
+        report(
+            &mut channel,
+            &Failure(exit::SETUP_FAILED, "request", "none came".into()),
+        )
+    };
+    let mut own = spec.clone();
+    own.argv = request.argv;
+    own.env = request.env;
+    own.limits = request.limits;
+    let f = helper::launch(&own, "/tmp");
+    report(&mut channel, &f)
+}
+
+/// Once a command came: what its process said while confined goes first on the command's
+/// socket; the request is read, its process limit set, and the command's process given its
+/// descriptors and request. Returns that process, the request, and the socket's reader.
+fn hand_over(
+    (command, pid_max, to_command, mut early): (
+        libc::pid_t,
+        std::fs::File,
+        UnixStream,
+        std::io::PipeReader,
+    ),
     stdio: [OwnedFd; 3],
     socket: &UnixStream,
     channel: &mut Channel,
@@ -400,36 +475,31 @@ fn start_command(
             ));
         }
     }
-    for (n, fd) in stdio.iter().enumerate() {
-        sys::dup2(fd.as_fd().as_raw_fd(), n as i32)
-            .map_err(|e| Failure::io("standard input and output", e, ""))?;
+    let mut said = Vec::new();
+    let _ = early.read_to_end(&mut said);
+    if let Some(c) = channel.as_mut() {
+        let _ = c.write_all(&said);
     }
-    drop(stdio);
     let mut lines = Lines::default();
-    let request = lines
+    let line = lines
         .next(socket)
-        .ok_or_else(|| Failure(exit::SETUP_FAILED, "request", "no request".into()))
-        .and_then(|l| {
-            serde_json::from_slice::<WarmCommand>(&l)
-                .map_err(|e| Failure(exit::SETUP_FAILED, "request", e.to_string()))
-        })?;
+        .ok_or_else(|| Failure(exit::SETUP_FAILED, "request", "no request".into()))?;
+    let request = serde_json::from_slice::<WarmCommand>(&line)
+        .map_err(|e| Failure(exit::SETUP_FAILED, "request", e.to_string()))?;
     if let Some(n) = request.limits.pid_max {
         helper::set_pid_max(pid_max, n)?;
-    } else {
-        drop(pid_max);
     }
-    let mut own = spec.clone();
-    own.argv = request.argv.clone();
-    own.env = request.env.clone();
-    own.limits = request.limits;
-    own.own_terminal = false;
-    match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
-        None => match helper::exec_command(&own, channel, None, Some(filter)) {
-            Ok(never) => match never {},
-            Err(f) => report(channel, &f),
-        },
-        Some(pid) => Ok((pid, request, lines)),
+    let theirs = socket
+        .try_clone()
+        .map_err(|e| Failure::io("socket", e, "for the command"))?;
+    let [i, o, e] = stdio;
+    // A command process that died confining cannot take them; how it ended is told below.
+    if crate::handoff::send(&to_command, &[i, o, e, OwnedFd::from(theirs)]).is_ok() {
+        let mut request_line = line;
+        request_line.push(b'\n');
+        let _ = (&to_command).write_all(&request_line);
     }
+    Ok((command, request, lines))
 }
 
 /// Until the command ends: signals from the starter go to its process group; the time limit,
