@@ -485,7 +485,12 @@ impl Runner {
         let ((stdout, stdout_w), (stderr, stderr_w), (stdin_r, stdin_w)) =
             (pipe()?, pipe()?, pipe()?);
         let begun = Instant::now();
-        let warm = pool.start(&self.sources, launch, move || {
+        // Its report is handed back in memory.
+        let launch = Launch {
+            report: None,
+            ..launch.clone()
+        };
+        let warm = pool.start(&self.sources, &launch, move || {
             Ok([
                 OwnedFd::from(stdin_r),
                 OwnedFd::from(stdout_w),
@@ -733,6 +738,7 @@ impl Run {
     pub fn wait(mut self) -> RunResult {
         let outside = self.shared.outside;
         let process = std::mem::replace(&mut self.process, Process::Ended);
+        let mut warm_report = None;
         #[cfg(target_os = "linux")]
         let warm = matches!(process, Process::Warm(..));
         #[cfg(not(target_os = "linux"))]
@@ -743,12 +749,13 @@ impl Run {
             Process::Warm(started, errors) => {
                 let readers: Vec<JoinHandle<()>> = self.readers.drain(..).collect();
                 // The keeper's end is the command's: every output reaches its end with it.
-                let code = started.finish(|| {
+                let (code, report) = started.finish(|| {
                     for r in readers {
                         let _ = r.join();
                     }
                     errors.take()
                 });
+                warm_report = Some(report);
                 let (cancelled, timed_out) = self.mark_exited();
                 (Some((i32::from(code), None)), cancelled, timed_out)
             }
@@ -763,10 +770,12 @@ impl Run {
             .take();
         let (mut exit_code, mut signal) =
             ended.unwrap_or((i32::from(cordon_sandbox::exit::SETUP_FAILED), None));
-        let report: serde_json::Value = std::fs::read(&self.report)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
+        let report: serde_json::Value = warm_report.unwrap_or_else(|| {
+            std::fs::read(&self.report)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default()
+        });
         let _ = std::fs::remove_file(&self.report);
         let timed_out = report["timed_out"].as_bool().unwrap_or(false) || timed_out_here;
         if timed_out_here {

@@ -383,6 +383,7 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
         refused,
         undone,
     )
+    .map(|(code, _)| code)
 }
 
 /// What the git search and making the state directories left weaker: (the search, its
@@ -390,7 +391,8 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
 pub(crate) type Before<'a> = (&'a GitMeta, usize, &'a [String]);
 
 /// After a Linux run, cold or warm: what was weaker, what the sandbox blocked and what cordon
-/// undid, told as `launch` asks. Returns the run's exit status.
+/// undid, told as `launch` asks. Returns the run's exit status and its report (as `--report`
+/// writes it).
 pub(crate) fn conclude(
     config: &RunConfig,
     launch: &Launch,
@@ -398,7 +400,7 @@ pub(crate) fn conclude(
     result: Result<backend::RunOutcome, backend::RunError>,
     refused: Vec<Violation>,
     undone: cordon_sandbox::UndoReport,
-) -> anyhow::Result<u8> {
+) -> anyhow::Result<(u8, serde_json::Value)> {
     let (weaker, restored, unrestored, inferred) = match &result {
         Ok(o) => (
             o.weaker.as_slice(),
@@ -457,14 +459,14 @@ pub(crate) fn conclude(
         }
     };
     let code = undo_failed_code(&blocked).unwrap_or(end.code);
-    tell_what_happened(
+    let report = tell_what_happened(
         &blocked,
         weaker,
         end,
         launch.report.as_deref(),
         launch.report_only,
     )?;
-    Ok(code)
+    Ok((code, report))
 }
 
 /// The command as `ignore_violations` matches it: the shell string of `sh -c STRING`, else
@@ -557,14 +559,14 @@ impl End {
 }
 
 /// After a run, on any backend: what the sandbox blocked, in a marked block on stderr, and
-/// with `--report`, the same with the outcome as JSON.
+/// with `--report`, the same with the outcome as JSON. Returns that JSON.
 pub fn tell_what_happened(
     blocked: &[Violation],
     weaker: &[String],
     end: End,
     report: Option<&Path>,
     report_only: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<serde_json::Value> {
     if !blocked.is_empty() && !report_only {
         eprintln!("cordon: ---- blocked by the sandbox ----");
         for v in blocked {
@@ -572,16 +574,16 @@ pub fn tell_what_happened(
         }
         eprintln!("cordon: ----");
     }
+    let json = serde_json::json!({
+        "exit_code": end.code,
+        "signal": end.signal,
+        "timed_out": end.timed_out,
+        "setup_error": end.error,
+        "weaker": weaker,
+        "blocked": blocked,
+    });
     if let Some(path) = report {
-        let report = serde_json::json!({
-            "exit_code": end.code,
-            "signal": end.signal,
-            "timed_out": end.timed_out,
-            "setup_error": end.error,
-            "weaker": weaker,
-            "blocked": blocked,
-        });
-        let mut text = serde_json::to_vec_pretty(&report)?;
+        let mut text = serde_json::to_vec_pretty(&json)?;
         let written = if path == Path::new("-") {
             text.push(b'\n');
             std::io::Write::write_all(&mut std::io::stdout().lock(), &text)
@@ -590,5 +592,5 @@ pub fn tell_what_happened(
         };
         written.with_context(|| format!("--report {}: cannot write the report", path.display()))?;
     }
-    Ok(())
+    Ok(json)
 }

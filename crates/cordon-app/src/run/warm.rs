@@ -226,11 +226,10 @@ impl Started {
         self.run.signals()
     }
 
-    /// Waits for the command and what it left, undoes what it planted, and writes its report
+    /// Waits for the command and what it left, undoes what it planted, and makes its report
     /// as a cold run would. `errors` gives the command's error output once it has all been
-    /// read, as far as it was kept.
-    /// Returns the run's exit status.
-    pub fn finish(self, errors: impl FnOnce() -> Vec<u8>) -> u8 {
+    /// read, as far as it was kept. Returns the run's exit status and report.
+    pub fn finish(self, errors: impl FnOnce() -> Vec<u8>) -> (u8, serde_json::Value) {
         let mut result = self.run.wait();
         let errors = errors();
         if let Ok(outcome) = result.as_mut() {
@@ -249,7 +248,11 @@ impl Started {
             Vec::new(),
             undone,
         )
-        .unwrap_or(cordon_sandbox::exit::SETUP_FAILED)
+        .unwrap_or_else(|e| {
+            let code = cordon_sandbox::exit::SETUP_FAILED;
+            let report = serde_json::json!({ "exit_code": code, "setup_error": e.to_string() });
+            (code, report)
+        })
     }
 }
 
