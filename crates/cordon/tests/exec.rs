@@ -1465,3 +1465,44 @@ fn a_changed_spec_gets_a_sandbox_of_its_own() {
     assert!(!warm(&limited), "a memory limit ran warm: {limited}");
     c.finish();
 }
+
+/// A warm sandbox killed from outside is let go: the next command runs (cold), and the one
+/// after gets a new warm sandbox.
+#[test]
+fn a_killed_warm_sandbox_is_replaced() {
+    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
+        return;
+    };
+    let mut c = Client::start(&sb, &[]);
+    c.send(&run("first", "true"));
+    let first = c.event("exited", "first");
+    assert!(warm(&first), "{first}");
+    let helper = c.event("started", "first")["pid"].as_i64().expect("a pid");
+    // SAFETY: kill takes integers only; the pid is this test's grandchild.
+    assert_eq!(unsafe { libc::kill(helper as i32, libc::SIGKILL) }, 0);
+    let proc_dir = format!("/proc/{helper}/stat");
+    for _ in 0..100 {
+        let zombie_or_gone = std::fs::read_to_string(&proc_dir)
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if zombie_or_gone {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Its first process and keepers die with it.
+    std::thread::sleep(Duration::from_millis(300));
+    c.send(&run("second", "echo second"));
+    let second = c.event("exited", "second");
+    assert_eq!(second["exit_code"], 0, "{second}");
+    c.send(&run("third", "echo third"));
+    let third = c.event("exited", "third");
+    assert_eq!(third["exit_code"], 0, "{third}");
+    assert!(warm(&third), "no new warm sandbox: {third}");
+    assert_ne!(c.event("started", "third")["pid"].as_i64(), Some(helper));
+    c.finish();
+}

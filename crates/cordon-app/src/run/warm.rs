@@ -85,7 +85,15 @@ impl WarmPool {
             env: spec.env.clone(),
             limits: spec.limits,
         };
-        let run = sandbox.run(&command, stdio().ok()?).ok()?;
+        let run = match sandbox.run(&command, stdio().ok()?) {
+            Ok(run) => run,
+            Err(e) => {
+                // Gone (killed from outside?): the next run with this spec starts another.
+                tracing::debug!("warm sandbox lost, running cold: {e}");
+                self.forget(&kept);
+                return None;
+            }
+        };
         Some(Started {
             run,
             helper_pid: sandbox.helper_pid(),
@@ -100,6 +108,14 @@ impl WarmPool {
     /// Lets go of every kept sandbox.
     pub fn clear(&self) {
         self.kept.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// Lets go of one kept sandbox.
+    fn forget(&self, which: &Arc<Kept>) {
+        self.kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(_, k)| !Arc::ptr_eq(k, which));
     }
 
     /// The kept sandbox for `spec`, started if there is none (then keeping `made`, what the
