@@ -1987,6 +1987,12 @@ fn run_suite(mode: Mode) {
         "{mode:?}: {ran} escape attempts, {} got through",
         failed.len()
     );
+    if mode == Mode::Warm {
+        let warm = common::WARM_RUNS.load(std::sync::atomic::Ordering::Relaxed);
+        let cold = common::COLD_RUNS.load(std::sync::atomic::Ordering::Relaxed);
+        eprintln!("Warm: {warm} runs through a warm sandbox, {cold} cold (flags that need it)");
+        assert!(warm > 0, "no attempt ran warm");
+    }
     assert!(
         failed.is_empty(),
         "{} of {ran} attempts got through ({mode:?}):\n{}",

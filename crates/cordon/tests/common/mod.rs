@@ -6,6 +6,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// How many runs `Mode::Warm` sent through `cordon exec` went warm, and how many ran cold
+/// because their flags keep them so.
+pub static WARM_RUNS: AtomicUsize = AtomicUsize::new(0);
+pub static COLD_RUNS: AtomicUsize = AtomicUsize::new(0);
 
 /// How `cordon run` is asked to wall the command off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +178,12 @@ impl Sandbox {
             exited["warm"] == true || kept_cold,
             "the run of {command:?} with {flags:?} was not warm: {exited}"
         );
+        let counter = if exited["warm"] == true {
+            &WARM_RUNS
+        } else {
+            &COLD_RUNS
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
         if let Some(file) = report {
             let report = serde_json::json!({
                 "exit_code": exited["exit_code"],
