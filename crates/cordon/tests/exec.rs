@@ -1330,14 +1330,9 @@ fn a_warm_sandbox_gives_each_command_a_clean_slate() {
         "the first command could not make its shared memory: {}",
         c.streamed("first")
     );
-    let left = Command::new("pgrep")
-        .args(["-f", "sleep 987655"])
-        .output()
-        .expect("pgrep");
     assert!(
-        left.stdout.is_empty(),
-        "a process the command left survived it: {}",
-        String::from_utf8_lossy(&left.stdout)
+        !still_running("sleep 987655"),
+        "a process the command left survived it"
     );
     // A leftover still writing a protected file as the command ends: it is gone before
     // cordon removes what the command planted, so nothing is planted after that.
@@ -1395,12 +1390,8 @@ fn warm_commands_side_by_side_cannot_reach_each_other() {
         !seen.contains("987656"),
         "the probe saw the other command's process: {seen}"
     );
-    let alive = Command::new("pgrep")
-        .args(["-f", "sleep 987656"])
-        .output()
-        .expect("pgrep");
     assert!(
-        !alive.stdout.is_empty(),
+        still_running("sleep 987656"),
         "the probe killed the other command's process"
     );
     assert!(

@@ -390,24 +390,20 @@ impl Runner {
                 }
             }
         }
-        let terminal = master.is_some();
-        let input = input_to.map(|to| {
-            let (tx, rx) = channel::<InputMessage>();
-            std::thread::spawn(move || feed_input(to, rx, terminal));
-            tx
-        });
-        if let (Io::Pipes(Input::Bytes(bytes)), Some(tx)) = (&opts.io, &input) {
-            let _ = tx.send(InputMessage::Data(bytes.clone()));
-            let _ = tx.send(InputMessage::Close);
-        }
+        let input = start_input(
+            input_to,
+            master.is_some(),
+            match &opts.io {
+                Io::Pipes(Input::Bytes(bytes)) => Some(bytes),
+                _ => None,
+            },
+            matches!(opts.io, Io::Pipes(Input::Open) | Io::Terminal { .. }),
+        );
         let shared = Arc::new(Shared {
             pid,
             state: Mutex::new(State::default()),
             ended: Condvar::new(),
-            input: Mutex::new(match opts.io {
-                Io::Pipes(Input::Open) | Io::Terminal { .. } => input,
-                _ => None,
-            }),
+            input: Mutex::new(input),
             master,
             grace: self.grace,
             outside,
@@ -503,23 +499,20 @@ impl Runner {
             Input::Null => None,
             _ => Some(Box::new(stdin_w)),
         };
-        let to_command = input_to.map(|to| {
-            let (tx, rx) = channel::<InputMessage>();
-            std::thread::spawn(move || feed_input(to, rx, false));
-            tx
-        });
-        if let (Input::Bytes(bytes), Some(tx)) = (input, &to_command) {
-            let _ = tx.send(InputMessage::Data(bytes.clone()));
-            let _ = tx.send(InputMessage::Close);
-        }
+        let to_command = start_input(
+            input_to,
+            false,
+            match input {
+                Input::Bytes(bytes) => Some(bytes),
+                _ => None,
+            },
+            matches!(input, Input::Open),
+        );
         let shared = Arc::new(Shared {
             pid: warm.pid(),
             state: Mutex::new(State::default()),
             ended: Condvar::new(),
-            input: Mutex::new(match input {
-                Input::Open => to_command,
-                _ => None,
-            }),
+            input: Mutex::new(to_command),
             master: None,
             grace: self.grace,
             outside: false,
@@ -896,6 +889,26 @@ fn read_into(
             }
         }
     })
+}
+
+/// Starts the thread that writes the command's input to `to`: `bytes` at once, then the end;
+/// or, when `open`, what [`Control::send_input`] queues, through the sender returned.
+fn start_input(
+    to: Option<Box<dyn Write + Send>>,
+    terminal: bool,
+    bytes: Option<&Vec<u8>>,
+    open: bool,
+) -> Option<Sender<InputMessage>> {
+    let tx = to.map(|to| {
+        let (tx, rx) = channel::<InputMessage>();
+        std::thread::spawn(move || feed_input(to, rx, terminal));
+        tx
+    })?;
+    if let Some(bytes) = bytes {
+        let _ = tx.send(InputMessage::Data(bytes.clone()));
+        let _ = tx.send(InputMessage::Close);
+    }
+    open.then_some(tx)
 }
 
 /// Writes queued input to the command until told to close or the command goes.
