@@ -126,9 +126,10 @@ impl Session {
         self.runner.start(opts, sink)
     }
 
-    /// Lets go of the sandboxes kept for runs, once no run is left (see [`Runner::end_warm`]).
+    /// Lets go of the sandboxes kept for runs and what was made for them, once no run is left
+    /// (see [`Runner::end`]).
     pub fn end(&self) {
-        self.runner.end_warm();
+        self.runner.end();
     }
 
     /// Decides `command`, asks `ask` when the policy says to ask, and runs it if allowed,

@@ -937,6 +937,44 @@ fn a_terminated_exec_cancels_its_runs_and_says_so() {
     assert!(!still_running("sleep 987655"));
 }
 
+/// `cordon exec` keeps its runs' reports in a directory it makes under TMPDIR. It removes it
+/// when it ends, whether its input ended or it was terminated: thousands of them once piled up
+/// in /tmp, and every later `cordon run` there walked them all.
+#[test]
+fn exec_leaves_nothing_in_its_temporary_directory() {
+    let Some(sb) = Sandbox::new() else { return };
+    for terminate in [false, true] {
+        let tmp = sb.outside.join(format!("tmp-{terminate}"));
+        std::fs::create_dir(&tmp).expect("mkdir");
+        let mut c = Client::start_env(&sb, &[], &[("TMPDIR", &tmp)]);
+        c.send(&run("r", "echo ran"));
+        assert_eq!(c.event("exited", "r")["exit_code"], 0);
+        let made: Vec<_> = std::fs::read_dir(&tmp).expect("read TMPDIR").collect();
+        assert_eq!(
+            made.len(),
+            1,
+            "exec made one directory of its own in TMPDIR"
+        );
+        if terminate {
+            let pid = c.child.id().to_string();
+            let killed = Command::new("kill").args(["-TERM", &pid]).status();
+            assert!(killed.expect("kill").success());
+            let status = c.child.wait().expect("wait");
+            assert_eq!(status.code(), Some(128 + 15), "{status}");
+        } else {
+            c.finish();
+        }
+        let left: Vec<_> = std::fs::read_dir(&tmp)
+            .expect("read TMPDIR")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "terminated: {terminate}; left behind: {left:?}"
+        );
+    }
+}
+
 /// Each request is refused with an error naming `field` and its `range`, and `cordon exec`
 /// goes on: a later run works, and it exits cleanly at the end of its input.
 fn numbers_out_of_range_are_named(c: &mut Client, field: &str, range: &str, requests: &[Value]) {

@@ -455,13 +455,16 @@ impl Runner {
     }
 
     /// Lets go of the warm sandboxes (each ends once its running commands have) and removes
-    /// what was made for them. For the end of a session: a process that exits without it
-    /// leaves cordon's empty state directories behind, though no sandbox (they die with it).
-    pub fn end_warm(&self) {
+    /// what was made for them and the runs' report directory. For the end of a session, once
+    /// no run is left: a process that exits without it leaves cordon's empty state directories
+    /// and its report directory behind, though no sandbox (they die with it). The runner is
+    /// usually shared with threads that outlive `main`, so dropping it is not enough.
+    pub fn end(&self) {
         #[cfg(target_os = "linux")]
         if let Some(pool) = &self.warm {
             pool.clear();
         }
+        let _ = std::fs::remove_dir_all(self.reports.path());
     }
 
     /// Starts a run in a warm sandbox ([`crate::run::warm`]), if it can run in one; `None`

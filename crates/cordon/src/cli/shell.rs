@@ -45,7 +45,11 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
     let sources = args.sandbox.sources()?;
     // For the prompt: each line's run reads the settings again as it starts.
     let config = sources.resolve()?;
-    let session = Session::new(args.policy.config(), sources, Default::default())?;
+    let session = Arc::new(Session::new(
+        args.policy.config(),
+        sources,
+        Default::default(),
+    )?);
     let options = session.options();
     let decider = session.decider(false).map_err(anyhow::Error::msg)?;
     let (outside, always_sandboxed) = (
@@ -77,6 +81,7 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
         .context("cannot take over Ctrl-C")?;
     {
         let current = Arc::clone(&current);
+        let session = Arc::clone(&session);
         std::thread::spawn(move || {
             for signal in signals.forever() {
                 let running = current.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -89,6 +94,7 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
                     if let Some(c) = running {
                         c.wait_until_ended();
                     }
+                    session.end();
                     std::process::exit(128 + signal);
                 }
             }

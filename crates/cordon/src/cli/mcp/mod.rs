@@ -296,9 +296,11 @@ fn serve(
         .context("cannot handle signals")?;
     {
         let runs = Arc::clone(&runs);
+        let session = Arc::clone(&server_session);
         std::thread::spawn(move || {
             if let Some(signal) = signals.forever().next() {
                 runs.stop_all();
+                session.end();
                 std::process::exit(128 + signal);
             }
         });
