@@ -2,6 +2,9 @@
 //! the policy flags are a [`PolicyConfig`], a call's flags a [`ToolCall`]; the sandbox flags
 //! (sandbox.rs) are the command line's layer of the settings, the backend flags a
 //! `BackendChoice`.
+//!
+//! The structs here have plain comments, not doc comments: clap would show a doc comment as
+//! the `about` of each (deferred) subcommand that takes the struct.
 
 #[cfg(unix)]
 mod sandbox;
@@ -22,7 +25,7 @@ fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
         .ok_or_else(|| format!("unknown mode `{s}`; use default, autoEdit, plan or yolo"))
 }
 
-/// The flags that choose which rules apply, shared by `check` and `policy …`.
+// The flags that choose which rules apply, shared by `check` and `policy …`.
 #[derive(Debug, Args, Clone)]
 pub struct PolicyFlags {
     /// Approval mode: default, autoEdit, plan or yolo.
@@ -67,7 +70,7 @@ pub struct PolicyFlags {
     shell_tools: Vec<String>,
 }
 
-/// One call given on the command line.
+// One call given on the command line.
 #[derive(Debug, Args, Clone)]
 pub struct CallFlags {
     /// The tool's name, e.g. run_shell_command, read_file, mcp_github_create_issue.

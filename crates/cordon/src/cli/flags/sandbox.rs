@@ -23,8 +23,8 @@ enum Network {
     Host,
 }
 
-/// The settings of a sandbox, shared by `run`, `explain`, `exec`, `shell` and `mcp`: the
-/// command line's layer of the settings (see [`SandboxFlags::sources`]).
+// The settings of a sandbox, shared by `run`, `explain`, `exec`, `shell` and `mcp`: the
+// command line's layer of the settings (see [`SandboxFlags::sources`]).
 #[derive(Debug, Args, Clone)]
 pub struct SandboxFlags {
     /// A path the command may write besides the working directory (repeatable).
@@ -133,7 +133,7 @@ impl SandboxFlags {
     }
 }
 
-/// Which hosts may be reached: shared by `cordon run` and `cordon proxy`.
+// Which hosts may be reached: shared by `cordon run` and `cordon proxy`.
 #[derive(Debug, Clone, Args, Default)]
 pub struct NetFlags {
     /// A host the command may reach: `example.com`, `*.example.com` (subdomains only),
@@ -185,7 +185,7 @@ fn whole(range: &bounds::Range, s: &str) -> Result<u64, String> {
     range.parse(s).map(|n| n as u64)
 }
 
-/// Which sandbox enforces a run: the flags of `run` and `mcp`.
+// Which sandbox enforces a run: the flags of `run` and `mcp`.
 #[derive(Debug, Args, Default)]
 pub struct BackendFlags {
     /// Which sandbox enforces the run: linux, seatbelt, docker, podman, container (either
@@ -278,7 +278,7 @@ impl BackendFlags {
     }
 }
 
-/// `cordon run`'s own flags and command, which `cordon explain` takes too.
+// `cordon run`'s own flags and command, which `cordon explain` takes too.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
