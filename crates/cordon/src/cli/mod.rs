@@ -46,8 +46,9 @@ pub struct Cli {
 }
 
 // Deferred: a subcommand's arguments are built only when it is the one parsed, rather than
-// every subcommand's on every start (a quarter of a millisecond). A deferred subcommand's
-// `Args` structs must have no doc comment: clap would take it as the subcommand's `about`.
+// every subcommand's on every start (0.4-0.9 ms of a `cordon run`, docs/BENCHMARKS.md). A
+// deferred subcommand's `Args` structs must have no doc comment: clap would take it as the
+// subcommand's `about`.
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 enum Command {
