@@ -242,6 +242,16 @@ impl Root {
         &self.path
     }
 
+    /// The open directory, to hand to another process.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// A root another process opened (and handed over as `fd`), known as `path`.
+    pub(crate) fn from_fd(path: PathBuf, fd: OwnedFd) -> Root {
+        Root { path, fd }
+    }
+
     /// `abs` relative to this root, when it lies under it.
     pub fn relative<'a>(&self, abs: &'a Path) -> Option<&'a Path> {
         abs.strip_prefix(&self.path).ok()

@@ -14,6 +14,8 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 /// Names in a git directory that make git run a program, or say where the rest is.
 pub const RUNS_CODE: &[&str] = &["config", "config.worktree", "hooks", "commondir", "info"];
 
@@ -64,14 +66,16 @@ pub fn runs_code(rel: &Path) -> bool {
 
 /// A git directory found, with the work tree it serves when known (for a relative
 /// `core.hooksPath`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GitDir {
     pub path: PathBuf,
     pub worktree: Option<PathBuf>,
 }
 
-/// What a search found.
-#[derive(Debug, Default, Clone)]
+/// What a search found. Serialized (for a process that undoes a run should cordon die first,
+/// `protect::GuardRecord`) without `dirs`: a search after the run then walks every directory
+/// again rather than only those that changed, slower but as complete.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct GitMeta {
     pub gitdirs: Vec<GitDir>,
     /// Existing paths that make git run a program (or redirect it): to keep read-only.
@@ -84,6 +88,7 @@ pub struct GitMeta {
     pub gitfiles: Vec<(PathBuf, PathBuf)>,
     /// Every directory the search read, with what tells whether its entries changed since:
     /// the inode and the change time (which a command cannot set back).
+    #[serde(skip)]
     pub dirs: Vec<(PathBuf, Stamp)>,
     /// The search stopped at its limit: what lies beyond was not looked at.
     pub truncated: bool,

@@ -27,8 +27,8 @@ mod violations;
 pub mod linux;
 
 pub use protect::{
-    MadeForRun, NotUndone, PROTECTED_NAMES, RunGuard, UndoReport, Undone, existing_protected,
-    is_protected, linked_worktree_writable,
+    GuardRecord, MadeForRun, NotUndone, PROTECTED_NAMES, RunGuard, UndoReport, Undone,
+    existing_protected, is_protected, linked_worktree_writable,
 };
 pub use snapshot::{Restoration, Snapshot, SnapshotError};
 pub use spec::{Isolation, Limits, NetworkMode, ProxyEndpoint, SandboxSpec, filter_environment};

@@ -1,7 +1,9 @@
 //! Files that must not change even inside writable places, and what to undo after a run.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 use crate::beneath::{Kind, Root};
 use crate::gitmeta::{self, GitMeta};
@@ -232,6 +234,17 @@ pub struct RunGuard {
     git_limit: usize,
 }
 
+/// A [`RunGuard`] less its open directories (which go alongside, as descriptors).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct GuardRecord {
+    roots: Vec<PathBuf>,
+    unopened: Vec<(PathBuf, String)>,
+    absent: Vec<(usize, PathBuf)>,
+    repo_existed: [bool; 4],
+    git: GitMeta,
+    git_limit: usize,
+}
+
 /// Something the guard removed after a run, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Undone {
@@ -343,6 +356,47 @@ impl RunGuard {
             git: git.clone(),
             git_limit,
         }
+    }
+
+    /// What this guard knows, and the directories it opened, in the order of
+    /// [`GuardRecord`]'s roots: for a process that undoes the run should this one die first
+    /// ([`RunGuard::from_record`]).
+    pub fn to_record(&self) -> (GuardRecord, Vec<BorrowedFd<'_>>) {
+        let record = GuardRecord {
+            roots: self.roots.iter().map(|r| r.path().to_path_buf()).collect(),
+            unopened: self.unopened.clone(),
+            absent: self.absent.clone(),
+            repo_existed: self.repo.existed,
+            git: self.git.clone(),
+            git_limit: self.git_limit,
+        };
+        (record, self.roots.iter().map(Root::fd).collect())
+    }
+
+    /// The guard [`RunGuard::to_record`] described, with its directories as received.
+    pub fn from_record(record: GuardRecord, fds: Vec<OwnedFd>) -> std::io::Result<RunGuard> {
+        if fds.len() != record.roots.len() {
+            return Err(std::io::Error::other(format!(
+                "{} directories came for a guard of {}",
+                fds.len(),
+                record.roots.len()
+            )));
+        }
+        let roots = record
+            .roots
+            .into_iter()
+            .zip(fds)
+            .map(|(p, fd)| Root::from_fd(p, fd));
+        Ok(RunGuard {
+            roots: roots.collect(),
+            unopened: record.unopened,
+            absent: record.absent,
+            repo: PlantedRepoGuard {
+                existed: record.repo_existed,
+            },
+            git: record.git,
+            git_limit: record.git_limit,
+        })
     }
 
     /// Removes what the run planted; says what it removed and what it could not.
@@ -639,6 +693,43 @@ mod tests {
         assert_eq!((keep.len(), failed.len()), (1, 0));
         assert!(state.is_dir());
         drop(again);
+        Ok(())
+    }
+
+    /// A guard rebuilt from its record and descriptors in another process (a warm sandbox's
+    /// helper) undoes what the original would, in the directory opened before the run, even
+    /// once that directory's path leads somewhere else.
+    #[test]
+    fn a_guard_rebuilt_from_its_record_undoes_the_same() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws)?;
+        let guard = RunGuard::before(&ws, &[], &[], &GitMeta::default(), 1000);
+        let (record, fds) = guard.to_record();
+        let json = serde_json::to_vec(&record)?;
+        let owned = || -> std::io::Result<Vec<OwnedFd>> {
+            fds.iter().map(|f| f.try_clone_to_owned()).collect()
+        };
+        assert!(
+            RunGuard::from_record(serde_json::from_slice(&json)?, Vec::new()).is_err(),
+            "a record without its directories was taken"
+        );
+        let copy = RunGuard::from_record(serde_json::from_slice(&json)?, owned()?)?;
+        drop(guard);
+        std::fs::write(ws.join(".bashrc"), "evil")?;
+        let moved = dir.path().join("moved");
+        std::fs::rename(&ws, &moved)?;
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere)?;
+        std::fs::write(elsewhere.join(".bashrc"), "the user's own")?;
+        std::os::unix::fs::symlink(&elsewhere, &ws)?;
+        let report = copy.undo();
+        assert_eq!(report.undone.len(), 1, "{report:?}");
+        assert!(!moved.join(".bashrc").exists(), "the planted file stayed");
+        assert!(
+            elsewhere.join(".bashrc").exists(),
+            "the guard followed the path to another directory"
+        );
         Ok(())
     }
 

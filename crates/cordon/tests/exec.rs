@@ -1536,6 +1536,57 @@ fn a_killed_warm_sandbox_is_replaced() {
     c.finish();
 }
 
+/// `cordon exec` killed outright mid-command leaves nothing a warm command planted: the
+/// sandbox's helper, which outlives it, ends the sandbox and undoes the command's protected
+/// files (here a shell start-up file, an editor task and a hook in a repository the command
+/// made), and only once nothing of the command is left to plant them again (a leftover keeps
+/// rewriting `.bashrc` until it is killed).
+#[test]
+fn a_killed_exec_leaves_nothing_a_warm_command_planted() {
+    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
+        return;
+    };
+    let mut c = Client::start(&sb, &[]);
+    c.send(&run("first", "true"));
+    assert!(warm(&c.event("exited", "first")));
+    c.send(&run(
+        "plant",
+        "mkdir -p .vscode sub/.git/hooks sub/.git/objects sub/.git/refs; \
+         echo '{}' > .vscode/tasks.json; echo 'ref: refs/heads/main' > sub/.git/HEAD; \
+         echo evil > sub/.git/hooks/pre-commit; echo evil > .bashrc; \
+         (while :; do echo evil > .bashrc; done) & echo planted; exec sleep 876541",
+    ));
+    c.wait_for("planted", |v| {
+        v["type"] == "output" && v["id"] == "plant" && v["data"].as_str() == Some("planted\n")
+    });
+    let planted = [".bashrc", ".vscode", "sub/.git/hooks/pre-commit"];
+    for p in planted {
+        assert!(sb.ws.join(p).exists(), "{p} was not planted");
+    }
+    c.child.kill().expect("kill cordon exec");
+    c.child.wait().expect("wait for cordon exec");
+    let give_up = std::time::Instant::now() + PATIENCE;
+    while planted.iter().any(|p| sb.ws.join(p).exists()) && std::time::Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Long enough for a leftover that outlived the undo to write again.
+    std::thread::sleep(Duration::from_millis(300));
+    for p in planted {
+        assert!(
+            !sb.ws.join(p).exists(),
+            "{p} is still there after cordon exec was killed"
+        );
+    }
+    assert!(
+        sb.ws.join("sub/.git/HEAD").exists(),
+        "more than the hook was removed"
+    );
+    assert!(
+        !still_running("sleep 876541"),
+        "the command outlived cordon exec"
+    );
+}
+
 /// A protected path that appears after a warm sandbox was built (here a new `.git/hooks`) is
 /// read-only for the next command, as in a cold run: the plan finds it, the spec changes, and
 /// the command gets a sandbox built with it.

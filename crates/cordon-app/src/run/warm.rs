@@ -9,7 +9,6 @@
 //! caller is told `None` and starts a `cordon run` as always.
 
 use std::os::fd::OwnedFd;
-use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 
 use cordon_sandbox::linux::{WarmCommand, WarmRun, WarmSandbox, WarmSignals, warm_unsupported};
@@ -28,13 +27,7 @@ const SCANNED: usize = 256 * 1024;
 #[derive(Debug, Default)]
 pub struct WarmPool {
     kept: Mutex<Vec<(String, Arc<Kept>)>>,
-    /// The thread that starts sandboxes: a sandbox dies with the thread that started it, so
-    /// not the run's own.
-    starter: Mutex<Option<Sender<StartRequest>>>,
 }
-
-/// A spec to start a sandbox for, and where to say how that went.
-type StartRequest = (SandboxSpec, Sender<Result<WarmSandbox, String>>);
 
 #[derive(Debug)]
 struct Kept {
@@ -53,7 +46,9 @@ pub struct Started {
     launch: Launch,
     prepared: Prepared,
     guard: RunGuard,
-    _kept: Arc<Kept>,
+    /// The number the sandbox's helper keeps a copy of `guard` by.
+    armed: u64,
+    kept: Arc<Kept>,
 }
 
 impl WarmPool {
@@ -80,14 +75,34 @@ impl WarmPool {
             &prepared.git,
             prepared.git_limit,
         );
+        // Should this process die before it undoes what the command planted, the sandbox's
+        // helper does. A guard it cannot be handed runs cold, where a watcher of its own does.
+        let armed = match sandbox.arm(&guard) {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::debug!("warm sandbox cannot keep the guard, running cold: {e}");
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                ) {
+                    self.forget(&kept);
+                }
+                return None;
+            }
+        };
         let command = WarmCommand {
             argv: spec.argv.clone(),
             env: spec.env.clone(),
             limits: spec.limits,
         };
-        let run = match sandbox.run(&command, stdio().ok()?) {
+        let Ok(stdio) = stdio() else {
+            sandbox.disarm(armed);
+            return None;
+        };
+        let run = match sandbox.run(&command, stdio) {
             Ok(run) => run,
             Err(e) => {
+                sandbox.disarm(armed);
                 // Gone (killed from outside?): the next run with this spec starts another.
                 tracing::debug!("warm sandbox lost, running cold: {e}");
                 self.forget(&kept);
@@ -101,7 +116,8 @@ impl WarmPool {
             launch: launch.clone(),
             prepared,
             guard,
-            _kept: kept,
+            armed,
+            kept,
         })
     }
 
@@ -136,7 +152,7 @@ impl WarmPool {
         }
         // Started with the lock held: runs with the same spec wait for this one sandbox
         // rather than each starting their own.
-        let sandbox = self.start_sandbox(spec.clone());
+        let sandbox = WarmSandbox::start(spec).map_err(|e| e.to_string());
         if let Err(why) = &sandbox {
             tracing::debug!("no warm sandbox, running cold: {why}");
         }
@@ -150,25 +166,6 @@ impl WarmPool {
             kept.remove(0);
         }
         Some(entry)
-    }
-
-    fn start_sandbox(&self, spec: SandboxSpec) -> Result<WarmSandbox, String> {
-        let mut starter = self.starter.lock().unwrap_or_else(|e| e.into_inner());
-        let to = starter.get_or_insert_with(|| {
-            let (tx, rx) = channel();
-            std::thread::spawn(move || start_sandboxes(rx));
-            tx
-        });
-        let (reply, answer) = channel();
-        to.send((spec, reply)).map_err(|e| e.to_string())?;
-        answer.recv().map_err(|e| e.to_string())?
-    }
-}
-
-/// The starter thread: lives as long as the pool, so that the sandboxes it starts do.
-fn start_sandboxes(requests: Receiver<StartRequest>) {
-    while let Ok((spec, reply)) = requests.recv() {
-        let _ = reply.send(WarmSandbox::start(&spec).map_err(|e| e.to_string()));
     }
 }
 
@@ -254,6 +251,9 @@ impl Started {
             outcome.inferred = scanner.finish();
         }
         let undone = self.guard.undo();
+        if let Ok(sandbox) = &self.kept.sandbox {
+            sandbox.disarm(self.armed);
+        }
         let p = &self.prepared;
         let before = (&p.git, p.git_limit, p.unmade.as_slice());
         conclude(

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use super::landlock_rules::{self, Reads, Walls};
 use super::seccomp::Extra;
 use super::sys;
-use super::{ERROR_FD, SPEC_FD, WARM_FD};
+use super::{ERROR_FD, GUARD_FD, SPEC_FD, WARM_FD};
 use crate::{Isolation, NetworkMode, SandboxSpec, exit};
 
 /// A failed step: the exit code to use, the step, and the detail.
@@ -66,18 +66,21 @@ pub(super) fn report(errors: &mut Channel, f: &Failure) -> ! {
 /// Entry point, called by `cordon` when its first argument is [`super::HELPER_ARG`].
 pub fn helper_main(args: &[OsString]) -> ! {
     let mut errors = sys::adopt_fd(ERROR_FD).ok();
-    // `warm`: the sandbox serves commands sent over the socket on WARM_FD (`warm.rs`).
-    let warm = match args.get(1).and_then(|a| a.to_str()) {
-        Some(super::warm::ARG) => match sys::adopt_fd(WARM_FD) {
-            Ok(f) => Some(std::os::fd::OwnedFd::from(f)),
-            Err(e) => report(
+    // `warm`: the sandbox serves commands sent over the socket on WARM_FD, and keeps their
+    // guards from the one on GUARD_FD (`warm.rs`).
+    let (warm, guards) = match args.get(1).and_then(|a| a.to_str()) {
+        Some(super::warm::ARG) => match (sys::adopt_fd(WARM_FD), sys::adopt_fd(GUARD_FD)) {
+            (Ok(w), Ok(g)) => (Some(w.into()), Some(g.into())),
+            (Err(e), _) | (_, Err(e)) => report(
                 &mut errors,
-                &Failure::io("warm", e, "no socket to serve on"),
+                &Failure::io("warm", e, "no socket to serve on or for the guards"),
             ),
         },
-        _ => None,
+        _ => (None, None),
     };
-    match read_spec(args).and_then(|(spec, parent)| enter(spec, parent, &mut errors, None, warm)) {
+    let entered = read_spec(args)
+        .and_then(|(spec, parent)| enter(spec, parent, &mut errors, None, warm, guards));
+    match entered {
         Ok(never) => match never {},
         Err(f) => report(&mut errors, &f),
     }
@@ -93,7 +96,7 @@ pub(super) fn forked(
     without_namespaces: Option<String>,
 ) -> ! {
     let mut errors = Some(errors);
-    match enter(spec, parent, &mut errors, without_namespaces, None) {
+    match enter(spec, parent, &mut errors, without_namespaces, None, None) {
         Ok(never) => match never {},
         Err(f) => report(&mut errors, &f),
     }
@@ -130,8 +133,14 @@ fn enter(
     errors: &mut Option<std::fs::File>,
     without_namespaces: Option<String>,
     warm: Option<std::os::fd::OwnedFd>,
+    mut guards: Option<std::os::fd::OwnedFd>,
 ) -> Result<Never, Failure> {
-    sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
+    // A warm sandbox's helper outlives cordon on purpose: it ends the sandbox itself when
+    // cordon's end of the guards' socket closes, then undoes what its commands planted
+    // (`warm::keep`).
+    if guards.is_none() {
+        sys::die_with_parent(libc::SIGKILL).map_err(|e| Failure::io("die-with-parent", e, ""))?;
+    }
     sys::own_process_group().map_err(|e| Failure::io("setpgid", e, ""))?;
     if sys::getppid() != parent {
         return Err(Failure(
@@ -168,7 +177,7 @@ fn enter(
         return super::fallback::run(spec, errors, "asked for Landlock alone");
     }
     let warm_asked = warm.is_some();
-    match start_namespaced(&spec, errors, |_| Ok(()), warm)? {
+    match start_namespaced(&spec, errors, |_| Ok(()), warm, &mut guards)? {
         Started::Unavailable(e) => {
             if warm_asked {
                 return Err(warm_refused(&format!("clone: {e}")));
@@ -179,6 +188,9 @@ fn enter(
             super::fallback::run(spec, errors, &format!("clone: {e}"))
         }
         Started::Init(init) => {
+            if let Some(guards) = guards {
+                super::warm::keep(init, guards)
+            }
             let _ = sys::forward_signals_to(init);
             sys::kill_on_alarm(init, spec.limits.timeout)
                 .map_err(|e| Failure::io("timeout", e, ""))?;
@@ -218,7 +230,8 @@ pub(super) enum Started {
 /// network) namespaces, in one `clone`, so no process sits between the caller and it.
 /// `before_go` runs in the caller once that process exists and before it does anything (to
 /// put it in control groups); the process waits for it, which also tells it that the caller
-/// is still alive after it has asked to die with it.
+/// is still alive after it has asked to die with it. `outside_only` is closed in that process:
+/// it stays the caller's alone.
 ///
 /// Only for a single-threaded caller: the child goes on running the caller's code.
 pub(super) fn start_namespaced(
@@ -226,6 +239,7 @@ pub(super) fn start_namespaced(
     channel: &mut Channel,
     before_go: impl FnOnce(libc::pid_t) -> Result<(), Failure>,
     warm: Option<std::os::fd::OwnedFd>,
+    outside_only: &mut Option<std::os::fd::OwnedFd>,
 ) -> Result<Started, Failure> {
     // Inside the new user namespace these read as the overflow ids until the maps exist.
     let (uid, gid) = sys::ids();
@@ -251,7 +265,7 @@ pub(super) fn start_namespaced(
     match sys::clone_into_namespaces(flags) {
         Err(e) => Ok(Started::Unavailable(e)),
         Ok(None) => {
-            drop(go_writer);
+            drop((go_writer, outside_only.take()));
             let result = sys::die_with_parent(libc::SIGKILL)
                 .map_err(|e| Failure::io("die-with-parent", e, ""))
                 .and_then(|()| sys::own_process_group().map_err(|e| Failure::io("setpgid", e, "")))

@@ -40,6 +40,8 @@ const SPEC_FD: i32 = 3;
 const ERROR_FD: i32 = 4;
 /// Where a warm sandbox's helper finds the socket it serves commands on.
 const WARM_FD: i32 = 5;
+/// Where a warm sandbox's helper finds the socket the guards of its commands come on.
+const GUARD_FD: i32 = 6;
 
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
@@ -384,7 +386,7 @@ fn run_from_here(spec: &SandboxSpec, tap: Option<ErrorTap>) -> Result<RunOutcome
             Ok(())
         };
         let started = tapped(&tap, || {
-            match helper::start_namespaced(spec, &mut channel, join, None) {
+            match helper::start_namespaced(spec, &mut channel, join, None, &mut None) {
                 Ok(helper::Started::Init(init)) => Ok(Some(init)),
                 Ok(helper::Started::Unavailable(e)) if spec.isolation == Isolation::Namespaces => {
                     Err(setup_error(helper::namespaces_unavailable(e)))

@@ -24,17 +24,18 @@
 //! which needs the host's mounts, which the view no longer shows.
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::helper::{self, Channel, Failure, code_of, report, tell};
-use super::{ERROR_FD, HELPER_ARG, RunError, RunOutcome, SPEC_FD, WARM_FD, sys};
-use crate::{Isolation, Limits, NetworkMode, SandboxSpec, exit};
+use super::{ERROR_FD, GUARD_FD, HELPER_ARG, RunError, RunOutcome, SPEC_FD, WARM_FD, sys};
+use crate::{Isolation, Limits, NetworkMode, RunGuard, SandboxSpec, exit};
 
 /// The helper's second argument that asks for a warm sandbox.
 pub(super) const ARG: &str = "warm";
@@ -81,14 +82,21 @@ pub fn unsupported(spec: &SandboxSpec) -> Option<&'static str> {
 
 /// A sandbox built once and kept for commands, until dropped.
 ///
-/// Its helper has the thread that calls [`WarmSandbox::start`] as parent and dies with that
-/// thread (the parent-death signal follows the thread): start it from a thread that lives as
-/// long as the sandbox is wanted.
+/// Its helper (outside the sandbox, the parent of its first process) ends it when this is
+/// dropped or this process dies: it waits on the socket [`WarmSandbox::arm`] hands it the
+/// guards of running commands over, and when that closes it kills the sandbox and, once
+/// nothing of it is left, undoes what commands still guarded planted.
 #[derive(Debug)]
 pub struct WarmSandbox {
     control: OwnedFd,
+    guards: OwnedFd,
+    next_guard: AtomicU64,
     helper: Option<std::process::Child>,
 }
+
+/// The first byte of a message on the guards' socket (then the guard's number, 8 bytes).
+const ARM: u8 = b'a';
+const DISARM: u8 = b'd';
 
 impl WarmSandbox {
     /// Builds the sandbox for `spec` (its command, environment and time limit are not used;
@@ -115,6 +123,16 @@ impl WarmSandbox {
             None,
         )
         .map_err(|e| RunError::Spawn(e.into()))?;
+        let (guards, guards_theirs) = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|e| RunError::Spawn(e.into()))?;
+        // A helper that does not read (stopped?) must not stall a command: its guard then
+        // cannot be handed over, and the command runs cold.
+        rustix::io::ioctl_fionbio(&guards, true).map_err(|e| RunError::Spawn(e.into()))?;
         let (mut error_reader, error_writer) = std::io::pipe().map_err(RunError::Spawn)?;
         let (spec_reader, mut spec_writer) = std::io::pipe().map_err(RunError::Spawn)?;
         let mut cmd = Command::new("/proc/self/exe");
@@ -122,24 +140,27 @@ impl WarmSandbox {
             .arg(std::process::id().to_string())
             .arg(ARG)
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
+            // Where the helper says what it undid, should this process be gone by then.
+            .stdout(std::process::Stdio::null());
         sys::install_fds(
             &mut cmd,
             &[
                 (spec_reader.as_raw_fd(), SPEC_FD),
                 (error_writer.as_raw_fd(), ERROR_FD),
                 (theirs.as_raw_fd(), WARM_FD),
+                (guards_theirs.as_raw_fd(), GUARD_FD),
             ],
         );
         let mut child = cmd.spawn().map_err(RunError::Spawn)?;
-        drop((spec_reader, error_writer, theirs));
+        drop((spec_reader, error_writer, theirs, guards_theirs));
         let _ = spec_writer.write_all(&payload);
         drop(spec_writer);
         let mut ready = [0u8; 1];
         match rustix::net::recv(&ours, &mut ready, rustix::net::RecvFlags::empty()) {
             Ok((1, _)) => Ok(WarmSandbox {
                 control: ours,
+                guards,
+                next_guard: AtomicU64::new(0),
                 helper: Some(child),
             }),
             // The helper or the sandbox ended before it was ready; the reason is on the
@@ -165,6 +186,27 @@ impl WarmSandbox {
         self.helper.as_ref().map_or(0, std::process::Child::id)
     }
 
+    /// Hands the helper `guard`, what a command about to start must not leave behind, and
+    /// the directories it opened: should this process die before it has undone what the
+    /// command planted, the helper does, once the sandbox is gone. Returns the number to
+    /// [`WarmSandbox::disarm`] it by once this process has undone it itself.
+    pub fn arm(&self, guard: &RunGuard) -> std::io::Result<u64> {
+        let id = self.next_guard.fetch_add(1, Ordering::Relaxed);
+        let (record, roots) = guard.to_record();
+        // Sized by the git metadata found, which may exceed what one message can hold.
+        let record = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
+        let memfd = rustix::fs::memfd_create("cordon-guard", rustix::fs::MemfdFlags::CLOEXEC)?;
+        std::fs::File::from(memfd.try_clone()?).write_all(&record)?;
+        let fds: Vec<_> = std::iter::once(memfd.as_fd()).chain(roots).collect();
+        crate::handoff::send_with(&self.guards, &message(ARM, id), &fds)?;
+        Ok(id)
+    }
+
+    /// The command guarded by `id` is gone and this process has undone what it planted.
+    pub fn disarm(&self, id: u64) {
+        let _ = crate::handoff::send_with(&self.guards, &message(DISARM, id), &[]);
+    }
+
     /// Starts `command` in the sandbox with `stdio` (pipes or sockets only) as its standard
     /// input, output and error. From any thread; commands run side by side.
     pub fn run(&self, command: &WarmCommand, stdio: [OwnedFd; 3]) -> Result<WarmRun, RunError> {
@@ -186,10 +228,18 @@ impl WarmSandbox {
     }
 }
 
+fn message(kind: u8, id: u64) -> [u8; 9] {
+    let mut m = [kind; 9];
+    m[1..].copy_from_slice(&id.to_le_bytes());
+    m
+}
+
 impl Drop for WarmSandbox {
-    /// Closing the socket tells the zygote to end once its running commands have; its helper
-    /// is reaped on a thread of its own, so that dropping never waits for them.
+    /// Closing the guards' socket tells the helper to end the sandbox (no command runs in it:
+    /// each holds it until it ends); the helper is reaped on a thread of its own, so that
+    /// dropping never waits for it.
     fn drop(&mut self) {
+        let _ = rustix::net::shutdown(&self.guards, rustix::net::Shutdown::Both);
         let _ = rustix::net::shutdown(&self.control, rustix::net::Shutdown::Both);
         if let Some(mut helper) = self.helper.take() {
             std::thread::spawn(move || helper.wait());
@@ -308,6 +358,83 @@ pub(super) fn serve(spec: &SandboxSpec, control: OwnedFd, errors: &mut Channel) 
     // With SIGCHLD ignored, this returns once every keeper has ended.
     let _ = sys::wait(-1);
     sys::exit_now(0)
+}
+
+/// The helper, once the zygote runs: keeps the guards [`WarmSandbox::arm`] sends until they
+/// are let go. When cordon's end of `guards` closes (it let go of the sandbox, or died), it
+/// kills the zygote and waits for it, which returns only once every process of the sandbox,
+/// in every command's PID namespace, is gone (the kernel reaps a PID namespace before its
+/// first process); then it undoes what each guard still held covers, as a killed `cordon
+/// run`'s watcher does, and says what it removed on its error output (cordon's).
+pub(super) fn keep(zygote: libc::pid_t, guards: OwnedFd) -> ! {
+    let mut armed: std::collections::HashMap<u64, RunGuard> = Default::default();
+    loop {
+        let mut head = [0u8; 9];
+        let (kind, id, fds) = match crate::handoff::receive_with(&guards, &mut head) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Ok((9, fds)) => (
+                head[0],
+                u64::from_le_bytes(head[1..].try_into().unwrap_or_default()),
+                fds,
+            ),
+            // Closed, or not cordon's: either way no one is left to let guards go.
+            _ => break,
+        };
+        match kind {
+            ARM => match guard_from(fds) {
+                Ok(guard) => {
+                    armed.insert(id, guard);
+                }
+                Err(e) => {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "cordon: error: a warm sandbox could not keep a command's guard ({e}); should cordon die mid-command, what it plants stays"
+                    );
+                }
+            },
+            DISARM => {
+                armed.remove(&id);
+            }
+            _ => break,
+        }
+    }
+    sys::kill(zygote, libc::SIGKILL);
+    let _ = sys::wait(zygote);
+    for guard in armed.values() {
+        undo_left(guard);
+    }
+    sys::exit_now(0)
+}
+
+/// A guard as [`WarmSandbox::arm`] sent it: its record in the first descriptor, then its
+/// directories.
+fn guard_from(mut fds: Vec<OwnedFd>) -> std::io::Result<RunGuard> {
+    use std::io::Seek;
+    if fds.is_empty() {
+        return Err(std::io::Error::other("no record came"));
+    }
+    let mut record = std::fs::File::from(fds.remove(0));
+    let mut raw = Vec::new();
+    record.seek(std::io::SeekFrom::Start(0))?;
+    record.read_to_end(&mut raw)?;
+    let record = serde_json::from_slice(&raw).map_err(std::io::Error::other)?;
+    RunGuard::from_record(record, fds)
+}
+
+/// Undoes what `guard` covers, for a command whose cordon died first; says what it did.
+fn undo_left(guard: &RunGuard) {
+    let report = guard.undo();
+    let mut err = std::io::stderr().lock();
+    for v in report.undone.iter().map(crate::Violation::from) {
+        let _ = writeln!(err, "cordon: after cordon ended: {}", v.describe());
+    }
+    for v in report.failed.iter().map(crate::Violation::from) {
+        let _ = writeln!(
+            err,
+            "cordon: error: could not undo what a command did; the host keeps it: {}",
+            v.describe()
+        );
+    }
 }
 
 /// Receives one command's descriptors; `None` once the socket has closed.
