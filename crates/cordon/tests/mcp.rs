@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::engines::{Eng, IMAGE, skip};
-use common::{Sandbox, cordon_bin, stderr, stdout};
+use common::{Mode, Sandbox, cordon_bin, stderr, stdout};
 
 fn python() -> Option<PathBuf> {
     let found = std::env::var_os("CORDON_MCP_PYTHON").map(PathBuf::from);
@@ -354,6 +354,42 @@ fn serving_a_long_command(
     // Whatever else the server says is read, so that it never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     (child, stdin)
+}
+
+/// `cordon mcp` killed outright while a command it runs in a warm sandbox has planted a
+/// start-up file: the sandbox's helper, which outlives it, removes the file once the command
+/// is gone (the same pool as `exec`'s; tests/exec.rs tries more).
+#[test]
+fn a_killed_server_leaves_nothing_a_warm_command_planted() {
+    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
+        return;
+    };
+    let mut cmd = Command::new(cordon_bin());
+    cmd.args(["mcp", "--mode", "yolo"])
+        .current_dir(&sb.ws)
+        .env("XDG_CONFIG_HOME", sb.outside.join("config"));
+    let (mut child, _stdin) = serving_a_long_command(cmd, "876543 & echo evil > .bashrc; wait");
+    let planted = sb.ws.join(".bashrc");
+    let give_up = Instant::now() + Duration::from_secs(120);
+    while !planted.exists() && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(planted.exists(), "the command did not plant .bashrc");
+    let helper = format!("__cordon-sandbox-helper {} warm", child.id());
+    assert!(!pgrep(&helper).is_empty(), "the command did not run warm");
+    child.kill().expect("kill cordon mcp");
+    child.wait().expect("wait for cordon mcp");
+    while planted.exists() && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !planted.exists(),
+        ".bashrc is still there after cordon mcp was killed"
+    );
+    assert!(
+        pgrep("sleep 876543").is_empty(),
+        "the command outlived cordon mcp"
+    );
 }
 
 fn pgrep(pattern: &str) -> String {
