@@ -126,7 +126,9 @@ class Processes:
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cordon", default="target/release/cordon")
+    p.add_argument("--cordon", action="append",
+                   help="a cordon binary (repeatable, to compare builds in one run) "
+                        "[default: target/release/cordon]")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("-n", type=int, default=500, help="runs per throughput measurement")
     p.add_argument("--latency", type=int, default=200, help="runs per latency measurement")
@@ -134,7 +136,7 @@ def main():
     p.add_argument("--peer-runs", type=int, default=20,
                    help="runs per measurement for srt and codex, which take 0.1-0.5 s each")
     args = p.parse_args()
-    cordon = os.path.realpath(args.cordon)
+    cordons = [os.path.realpath(c) for c in args.cordon or ["target/release/cordon"]]
     scratch = tempfile.mkdtemp(prefix="cordon-bench-exec-", dir="/var/tmp")
     cwd = os.path.join(scratch, "work")
     os.mkdir(cwd)
@@ -143,9 +145,11 @@ def main():
     cold_env = dict(env, CORDON_NO_WARM="1")
 
     ways = []  # (name, make(), runs for latency, runs for throughput)
-    ways.append(("cordon exec, warm", lambda: Exec(cordon, cwd, env), args.latency, args.n))
-    ways.append(("cordon exec, cold (CORDON_NO_WARM=1)", lambda: Exec(cordon, cwd, cold_env),
-                 args.latency, args.n))
+    for cordon in cordons:
+        name = "cordon exec" if len(cordons) == 1 else f"{cordon} exec"
+        ways.append((f"{name}, warm", lambda c=cordon: Exec(c, cwd, env), args.latency, args.n))
+        ways.append((f"{name}, cold (CORDON_NO_WARM=1)", lambda c=cordon: Exec(c, cwd, cold_env),
+                     args.latency, args.n))
     ways.append(("bwrap --unshare-all, a process each",
                  lambda: Processes(["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
                                     "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
