@@ -78,6 +78,51 @@ fn the_end_of_input_stops_what_runs_and_cordon_exits() {
     assert_eq!(pgrep(), "", "processes survived the end of input");
 }
 
+/// SIGTERM ends `cordon mcp` as the end of its input does, in a warm sandbox: the running
+/// command is stopped, what it planted undone, and nothing of the server's is left in TMPDIR
+/// (the directory its run reports go to).
+#[test]
+fn sigterm_stops_what_runs_and_leaves_nothing_behind() {
+    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
+        return;
+    };
+    let tmp = sb.outside.join("tmp");
+    std::fs::create_dir(&tmp).expect("mkdir TMPDIR");
+    let mut cmd = Command::new(cordon_bin());
+    cmd.args(["mcp", "--mode", "yolo"])
+        .current_dir(&sb.ws)
+        .env("XDG_CONFIG_HOME", sb.outside.join("config"))
+        .env("TMPDIR", &tmp);
+    let (mut child, _stdin) = serving_a_long_command(cmd, "987657 & echo evil > .bashrc; wait");
+    let planted = sb.ws.join(".bashrc");
+    assert!(
+        within_a_minute(|| planted.exists()),
+        "the command did not plant .bashrc"
+    );
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(killed.expect("kill").success());
+    let status = exited_within(&mut child, "cordon mcp did not exit on SIGTERM");
+    assert_eq!(status.code(), Some(128 + 15), "{status}");
+    assert_eq!(pgrep("sleep 987657"), "", "the command survived SIGTERM");
+    assert!(!planted.exists(), "what the command planted stayed");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .expect("read TMPDIR")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
+/// Whether `done` holds within a minute, looked at every 20 ms.
+fn within_a_minute(done: impl Fn() -> bool) -> bool {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while !done() && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    done()
+}
+
 /// `child`'s status once it has exited, within a minute; past that it is killed and the test
 /// fails saying `what`, rather than hang the whole run.
 fn exited_within(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
@@ -370,20 +415,16 @@ fn a_killed_server_leaves_nothing_a_warm_command_planted() {
         .env("XDG_CONFIG_HOME", sb.outside.join("config"));
     let (mut child, _stdin) = serving_a_long_command(cmd, "876543 & echo evil > .bashrc; wait");
     let planted = sb.ws.join(".bashrc");
-    let give_up = Instant::now() + Duration::from_secs(120);
-    while !planted.exists() && Instant::now() < give_up {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(planted.exists(), "the command did not plant .bashrc");
+    assert!(
+        within_a_minute(|| planted.exists()),
+        "the command did not plant .bashrc"
+    );
     let helper = format!("__cordon-sandbox-helper {} warm", child.id());
     assert!(!pgrep(&helper).is_empty(), "the command did not run warm");
     child.kill().expect("kill cordon mcp");
     child.wait().expect("wait for cordon mcp");
-    while planted.exists() && Instant::now() < give_up {
-        std::thread::sleep(Duration::from_millis(20));
-    }
     assert!(
-        !planted.exists(),
+        within_a_minute(|| !planted.exists()),
         ".bashrc is still there after cordon mcp was killed"
     );
     assert!(

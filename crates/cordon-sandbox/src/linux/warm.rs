@@ -116,20 +116,17 @@ impl WarmSandbox {
         spec.limits = Limits::default();
         let payload =
             serde_json::to_vec(&spec).map_err(|e| RunError::Spawn(std::io::Error::other(e)))?;
-        let (ours, theirs) = rustix::net::socketpair(
-            rustix::net::AddressFamily::UNIX,
-            rustix::net::SocketType::SEQPACKET,
-            rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )
-        .map_err(|e| RunError::Spawn(e.into()))?;
-        let (guards, guards_theirs) = rustix::net::socketpair(
-            rustix::net::AddressFamily::UNIX,
-            rustix::net::SocketType::SEQPACKET,
-            rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )
-        .map_err(|e| RunError::Spawn(e.into()))?;
+        let pair = || {
+            rustix::net::socketpair(
+                rustix::net::AddressFamily::UNIX,
+                rustix::net::SocketType::SEQPACKET,
+                rustix::net::SocketFlags::CLOEXEC,
+                None,
+            )
+            .map_err(|e| RunError::Spawn(e.into()))
+        };
+        let (ours, theirs) = pair()?;
+        let (guards, guards_theirs) = pair()?;
         // A helper that does not read (stopped?) must not stall a command: its guard then
         // cannot be handed over, and the command runs cold.
         rustix::io::ioctl_fionbio(&guards, true).map_err(|e| RunError::Spawn(e.into()))?;
