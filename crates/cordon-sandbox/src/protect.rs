@@ -274,6 +274,34 @@ pub struct UndoReport {
 }
 
 impl UndoReport {
+    /// Says on standard error what a run left, for a process that undid it because `who`
+    /// (the cordon that ran it) died first: what could not be undone, what was, then the
+    /// former again as errors.
+    pub fn say_left_after(&self, who: &str) {
+        use std::io::Write;
+        let failed: Vec<crate::Violation> = self.failed.iter().map(Into::into).collect();
+        let undone = self.undone.iter().map(crate::Violation::from);
+        let blocked: Vec<crate::Violation> = failed.iter().cloned().chain(undone).collect();
+        if blocked.is_empty() {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(
+            err,
+            "cordon: {who} ended before its clean-up; what the run left:"
+        );
+        for v in &blocked {
+            let _ = writeln!(err, "cordon: {}", v.describe());
+        }
+        for v in &failed {
+            let _ = writeln!(
+                err,
+                "cordon: error: could not undo what the command did; the host keeps it: {}",
+                v.describe()
+            );
+        }
+    }
+
     fn removed(&mut self, root: &Root, rel: &Path, why: &'static str, r: std::io::Result<bool>) {
         let path = root.path().join(rel);
         match r {

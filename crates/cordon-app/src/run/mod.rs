@@ -332,21 +332,8 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
     let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings, &git, git_limit);
     // Should this process be killed before it undoes what the run left, a process of its
     // own does it (started before the proxy, so it holds none of the proxy's descriptors).
-    let watch = UndoWatch::start(|| {
-        let undone = guard.undo();
-        let blocked: Vec<Violation> = undo_failures(&undone, &[])
-            .chain(undone.undone.iter().map(Violation::from))
-            .collect();
-        if blocked.is_empty() {
-            return;
-        }
-        eprintln!("cordon: `cordon run` ended before its clean-up; what the run left:");
-        for v in &blocked {
-            eprintln!("cordon: {}", v.describe());
-        }
-        let _ = undo_failed_code(&blocked);
-    })
-    .context("cannot start the process that undoes what a run leaves")?;
+    let watch = UndoWatch::start(|| guard.undo().say_left_after("`cordon run`"))
+        .context("cannot start the process that undoes what a run leaves")?;
     // Allowed hosts: cordon's proxy becomes the command's only way out.
     let proxy = RunProxy::start(config, launch.ask_domains, &launch.publish)?;
     spec.inbound = proxy.as_ref().and_then(|p| p.inbound.clone());

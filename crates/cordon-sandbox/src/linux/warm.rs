@@ -398,7 +398,9 @@ pub(super) fn keep(zygote: libc::pid_t, guards: OwnedFd) -> ! {
     sys::kill(zygote, libc::SIGKILL);
     let _ = sys::wait(zygote);
     for guard in armed.values() {
-        undo_left(guard);
+        guard
+            .undo()
+            .say_left_after("the `cordon exec` or `cordon mcp` that ran it");
     }
     sys::exit_now(0)
 }
@@ -416,22 +418,6 @@ fn guard_from(mut fds: Vec<OwnedFd>) -> std::io::Result<RunGuard> {
     record.read_to_end(&mut raw)?;
     let record = serde_json::from_slice(&raw).map_err(std::io::Error::other)?;
     RunGuard::from_record(record, fds)
-}
-
-/// Undoes what `guard` covers, for a command whose cordon died first; says what it did.
-fn undo_left(guard: &RunGuard) {
-    let report = guard.undo();
-    let mut err = std::io::stderr().lock();
-    for v in report.undone.iter().map(crate::Violation::from) {
-        let _ = writeln!(err, "cordon: after cordon ended: {}", v.describe());
-    }
-    for v in report.failed.iter().map(crate::Violation::from) {
-        let _ = writeln!(
-            err,
-            "cordon: error: could not undo what a command did; the host keeps it: {}",
-            v.describe()
-        );
-    }
 }
 
 /// Receives one command's descriptors; `None` once the socket has closed.
