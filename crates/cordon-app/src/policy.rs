@@ -86,6 +86,8 @@ impl PolicyConfig {
         CheckOptions {
             mode: self.mode,
             non_interactive: self.non_interactive,
+            // cordon runs every command it decides with bash (`cordon_sandbox::shell`).
+            shell: cordon_policy::shell::Dialect::Bash,
         }
     }
 

@@ -14,6 +14,7 @@ fn bench(c: &mut Criterion) {
     let opts = CheckOptions {
         mode: ApprovalMode::Default,
         non_interactive: false,
+        ..Default::default()
     };
     let mut group = c.benchmark_group("decide_200_rules");
     for (name, call) in &common::cases() {

@@ -23,6 +23,7 @@ fn main() {
     let opts = CheckOptions {
         mode: ApprovalMode::Default,
         non_interactive: false,
+        ..Default::default()
     };
     for _ in 0..times {
         std::hint::black_box(engine.check(std::hint::black_box(call), opts, &NoExternalRunner));

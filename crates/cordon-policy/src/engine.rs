@@ -17,6 +17,9 @@ pub struct CheckOptions {
     pub mode: ApprovalMode,
     /// Nobody can answer a question: `ask_user` becomes `deny`.
     pub non_interactive: bool,
+    /// The shell that will run a shell tool's command: cordon runs its own with bash, an agent
+    /// may use another (zsh), whose different readings are then unanalysable.
+    pub shell: shell::Dialect,
 }
 
 /// A rule, as reported with a decision.
@@ -490,7 +493,7 @@ impl PolicyEngine {
         winners: &mut Vec<&'r Rule>,
         mut trace: Option<&mut Explanation>,
     ) -> Verdict<'r, 'static> {
-        let analysis = shell::analyse(script);
+        let analysis = shell::analyse_as(script, scope.opts.shell);
         let mut worst: Option<Verdict<'r, '_>> = None;
         fn consider<'r, 'a>(worst: &mut Option<Verdict<'r, 'a>>, v: Verdict<'r, 'a>) {
             if worst.as_ref().is_none_or(|w| v.decision > w.decision) {

@@ -19,6 +19,7 @@ pub mod pattern;
 mod protect;
 #[cfg(unix)]
 pub mod seatbelt;
+pub mod shell;
 mod snapshot;
 mod spec;
 mod violations;

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::engines::{Eng, IMAGE, skip};
+use common::engines::{Eng, IMAGE, NO_BASH_IMAGE, skip};
 use common::{cordon_bin, stderr, stdout};
 
 /// A project directory with a name of its own, so its containers can be told apart.
@@ -94,6 +94,35 @@ fn exit_codes_pass_through_unchanged(e: Eng) {
         assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
     }
     assert!(p.containers().is_empty(), "--rm left {:?}", p.containers());
+}
+
+/// A command line (`-c`) runs with the image's bash, as the policy reads it; in an image
+/// without bash it is refused, never handed to the image's `sh` (busybox's ash here, which
+/// would run the `rm` that bash reads as an argument).
+fn a_command_line_runs_with_the_images_bash_or_not_at_all(e: Eng) {
+    let Some(p) = Project::new(e) else { return };
+    std::fs::write(p.path().join("f"), "keep\n").unwrap();
+    let line = "echo \"bash $BASH_VERSION\"; cat README &>/dev/null rm -f f; true";
+    let out = p.run(&["-c", line]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("bash 5"), "{}", stdout(&out));
+    assert!(
+        p.path().join("f").exists(),
+        "the line ran with another shell"
+    );
+
+    let out = p.run(&["--image", NO_BASH_IMAGE, "-c", line]);
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("this image has no bash"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    assert!(p.path().join("f").exists(), "the line ran without bash");
+    // A program given directly still runs there.
+    let out = p.run(&["--image", NO_BASH_IMAGE, "--", "sh", "-c", "echo direct"]);
+    assert_eq!(stdout(&out), "direct\n", "{}", stderr(&out));
 }
 
 fn piped_stdin_reaches_the_program(e: Eng) {
@@ -843,6 +872,7 @@ macro_rules! for_each_engine {
 
 for_each_engine!(
     exit_codes_pass_through_unchanged,
+    a_command_line_runs_with_the_images_bash_or_not_at_all,
     piped_stdin_reaches_the_program,
     the_project_is_mounted_at_its_own_path_and_is_the_working_directory,
     extra_mounts_are_read_only_by_default_and_must_exist,

@@ -28,6 +28,7 @@ pub mod profile;
 pub mod setup;
 
 use anyhow::Context;
+use cordon_policy::shell::Dialect;
 use cordon_policy::{ApprovalMode, Decision, Outcome, ToolCall};
 use serde_json::{Map, Value, json};
 
@@ -368,6 +369,7 @@ pub fn decide(
     }
     let mut options = policy.options();
     options.non_interactive |= hook.no_one_to_ask;
+    options.shell = agent_shell(agent, |name| std::env::var(name).ok());
     let decider = crate::decide::Decider::new(&policy)?;
     let outside = crate::exec::Placement::Outside {
         why: format!("{}'s own {} tool runs it", agent.name(), hook.agent_tool),
@@ -400,6 +402,24 @@ pub fn decide(
     }
     let outcome = strictest.context("the hook input holds no tool call")?;
     Ok(answer(agent, &hook.agent_tool, &outcome))
+}
+
+/// The grammar of the shell an agent runs its own shell tool's commands with, from the
+/// environment it gives its hook (`var`). Gemini CLI runs `bash -c`; Claude Code and Codex run
+/// the user's shell: `CLAUDE_CODE_SHELL` (Claude Code's own choice) or `SHELL` when it is bash
+/// or zsh, else one they find. A shell that is not bash makes every form it reads otherwise
+/// unanalysable ([`cordon_policy::shell::differs`]); one not known, every form either zsh or a
+/// POSIX shell reads otherwise.
+fn agent_shell(agent: Agent, var: impl Fn(&str) -> Option<String>) -> Dialect {
+    let named = match agent {
+        Agent::GeminiCli => return Dialect::Bash,
+        Agent::ClaudeCode => var("CLAUDE_CODE_SHELL").or_else(|| var("SHELL")),
+        Agent::Codex => var("SHELL"),
+    };
+    match named.as_deref().and_then(Dialect::of_shell) {
+        Some(d @ (Dialect::Bash | Dialect::Zsh)) => d,
+        _ => Dialect::Unknown,
+    }
 }
 
 /// The answer to print on standard output (exit status 0) for a decision.
@@ -447,6 +467,27 @@ pub fn answer(agent: Agent, tool: &str, outcome: &Outcome) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_dialect_is_the_shell_the_agent_runs_commands_with() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |n: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == n)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let zsh_user = env(&[("SHELL", "/bin/zsh")]);
+        assert_eq!(agent_shell(Agent::GeminiCli, zsh_user), Dialect::Bash);
+        assert_eq!(agent_shell(Agent::ClaudeCode, zsh_user), Dialect::Zsh);
+        assert_eq!(agent_shell(Agent::Codex, zsh_user), Dialect::Zsh);
+        let chosen = env(&[("SHELL", "/bin/zsh"), ("CLAUDE_CODE_SHELL", "/bin/bash")]);
+        assert_eq!(agent_shell(Agent::ClaudeCode, chosen), Dialect::Bash);
+        let fish = env(&[("SHELL", "/usr/bin/fish")]);
+        assert_eq!(agent_shell(Agent::Codex, fish), Dialect::Unknown);
+        assert_eq!(agent_shell(Agent::ClaudeCode, env(&[])), Dialect::Unknown);
+    }
 
     fn claude(tool: &str, input: Value) -> HookCall {
         let text = json!({

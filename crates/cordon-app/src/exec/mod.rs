@@ -3,7 +3,7 @@
 //! it.
 //!
 //! Each run is a child cordon (this same binary, through `/proc/self/exe`) sent a
-//! [`crate::child::Request::Run`] of `/bin/sh -c COMMAND` with a report file, in a process
+//! [`crate::child::Request::Run`] of the command line with a report file, in a process
 //! group of its own. The calling process may have many
 //! threads, and forking one to set up a sandbox is unsafe; a fresh `cordon run` is
 //! single-threaded and builds the sandbox itself. Cancelling signals that process group:
@@ -11,8 +11,9 @@
 //! grace period, whose sandbox dies with it (a PID namespace ends with its first process;
 //! without namespaces the supervisor kills what the command started when cordon goes).
 //!
-//! A run the settings place outside the sandbox ([`Placement::Outside`]) is `/bin/sh -c
-//! COMMAND` itself in that process group; the run then keeps the time limit, and when the
+//! Every command line runs with bash, as the policy read it ([`cordon_sandbox::shell`]). A run
+//! the settings place outside the sandbox ([`Placement::Outside`]) is `bash -c COMMAND` itself
+//! in that process group; the run then keeps the time limit, and when the
 //! command ends it kills what the command left in its group, as a sandbox's end would.
 //!
 //! Threads, not async: each run has a reader thread per output stream, and the caller blocks
@@ -37,8 +38,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::config::Sources;
-use crate::run::Launch;
 use crate::run::backend::BackendChoice;
+use crate::run::{Launch, Program};
 
 use output::BoundedOutput;
 pub use output::{KeptOutput, OutputLimit, Utf8Chunks};
@@ -91,7 +92,7 @@ pub enum Io {
 /// One run, as asked.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// A shell command line, run with `/bin/sh -c`.
+    /// A shell command line, run with bash (`bash --noprofile --norc -c`).
     pub command: String,
     /// Its working directory (the sandbox's writable one); this process's by default.
     pub cwd: Option<WorkDir>,
@@ -184,7 +185,7 @@ pub enum Placement {
     /// In cordon's sandbox, through a child `cordon run`.
     #[default]
     Sandbox,
-    /// Straight on the host (`/bin/sh -c`), still decided by the policy: the settings exclude
+    /// Straight on the host (`bash -c`), still decided by the policy: the settings exclude
     /// it from the sandbox, and `why` says which setting (from which file).
     Outside { why: String },
 }
@@ -295,7 +296,7 @@ impl Runner {
         let report = self.reports.path().join(format!("run-{n}.json"));
         let outside = matches!(opts.placement, Placement::Outside { .. });
         let launch = Launch {
-            argv: vec!["/bin/sh".into(), "-c".into(), opts.command.clone()],
+            program: Program::Script(opts.command.clone()),
             backend: self.backend.clone(),
             report: Some(report.clone()),
             report_only: !opts.blocked_on_stderr,
@@ -313,8 +314,18 @@ impl Runner {
             return Ok(run);
         }
         let (mut cmd, request) = if outside {
-            let mut cmd = Command::new("/bin/sh");
-            cmd.args(["-c", &opts.command]);
+            let argv =
+                cordon_sandbox::shell::host_argv(&opts.command).map_err(std::io::Error::other)?;
+            let mut cmd = Command::new(&argv[0]);
+            cmd.args(&argv[1..]);
+            for (name, _) in std::env::vars_os() {
+                if name
+                    .to_str()
+                    .is_some_and(cordon_sandbox::shell::changes_the_shell)
+                {
+                    cmd.env_remove(name);
+                }
+            }
             (cmd, None)
         } else {
             let mut child = crate::child::Child::new(&crate::child::Request::Run {

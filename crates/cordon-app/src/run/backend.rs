@@ -198,6 +198,15 @@ impl BackendChoice {
         }
     }
 
+    /// Whether the command runs from an image's files (a container's, a pod's) rather than
+    /// this machine's.
+    pub fn in_image(&self) -> bool {
+        matches!(
+            self.backend(),
+            Backend::Docker | Backend::Podman | Backend::Container | Backend::Kubernetes
+        )
+    }
+
     /// Whether this run is a real one on the Linux backend (which alone uses control groups).
     pub fn runs_linux(&self) -> bool {
         self.backend() == Backend::Linux && !self.dry_run

@@ -29,8 +29,8 @@ const DEFAULT_MAX_PROCESSES: u64 = 4096;
 /// What a run is asked to do besides its configuration: the command, and how it is told.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Launch {
-    /// The program and its arguments.
-    pub argv: Vec<String>,
+    /// What runs.
+    pub program: Program,
     /// Which sandbox enforces the run.
     pub backend: BackendChoice,
     /// `--publish`: host ports that lead to ports on the sandbox's loopback.
@@ -51,6 +51,69 @@ pub struct Launch {
     pub worker: Option<container::Worker>,
 }
 
+/// What a run executes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Program {
+    /// A program and its arguments, run as given.
+    Argv(Vec<String>),
+    /// A shell command line, as the policy reads it: run by bash and no other shell
+    /// ([`cordon_sandbox::shell`]), on the host or in the image.
+    Script(String),
+}
+
+impl Default for Program {
+    fn default() -> Self {
+        Program::Argv(Vec::new())
+    }
+}
+
+impl Program {
+    fn is_empty(&self) -> bool {
+        matches!(self, Program::Argv(argv) if argv.is_empty())
+    }
+
+    /// The words to execute: a command line goes to the bash of the machine the command runs
+    /// on, this one's or, `in_image`, the container's or pod's (found there as it starts).
+    pub fn argv(&self, in_image: bool) -> Result<Vec<String>, cordon_sandbox::shell::NoBash> {
+        match self {
+            Program::Argv(argv) => Ok(argv.clone()),
+            Program::Script(s) if in_image => Ok(cordon_sandbox::shell::image_argv(s)),
+            Program::Script(s) => cordon_sandbox::shell::host_argv(s),
+        }
+    }
+
+    /// The command as `ignore_violations` matches it: the command line itself (also of an
+    /// explicit `/bin/sh -c LINE`), else the words joined.
+    pub fn shown(&self) -> String {
+        match self {
+            Program::Script(s) => s.clone(),
+            Program::Argv(argv) => match argv.as_slice() {
+                [sh, c, script] if sh == "/bin/sh" && c == "-c" => script.clone(),
+                _ => argv.join(" "),
+            },
+        }
+    }
+}
+
+/// Which shell runs the command lines cordon decides, where `backend` runs them, as `explain`
+/// and `doctor` say it.
+pub fn shell_said(backend: &BackendChoice) -> String {
+    use cordon_sandbox::shell;
+    if backend.in_image() {
+        return format!(
+            "the image's bash (looked for at {} as each command starts; without it the command is refused, never run by another shell)",
+            shell::BASH_PATHS[..3].join(", ")
+        );
+    }
+    match shell::host_bash() {
+        Some(bash) => format!(
+            "{} --noprofile --norc -c: bash, the grammar the policy reads",
+            bash.display()
+        ),
+        None => format!("none: {}", shell::NoBash),
+    }
+}
+
 /// A run with the settings `sources` find: merged, planned, and run as `launch` says. Returns
 /// `cordon run`'s exit status.
 pub fn run(sources: &Sources, mut launch: Launch) -> anyhow::Result<u8> {
@@ -68,7 +131,7 @@ pub fn run(sources: &Sources, mut launch: Launch) -> anyhow::Result<u8> {
         // lasts as long as its client.
         config.timeout = None;
     }
-    if launch.argv.is_empty() {
+    if launch.program.is_empty() {
         bail!("give a command after `--` or a shell string with -c");
     }
     let plan = plan(&config)?;
@@ -182,7 +245,7 @@ pub(crate) struct Prepared {
 
 /// The spec for `plan`, with control groups made for its limits.
 pub(crate) fn prepare(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Result<Prepared> {
-    let argv = launch.argv.clone();
+    let argv = launch.program.argv(launch.backend.in_image())?;
     let Plan {
         timeout,
         cwd,
@@ -199,6 +262,9 @@ pub(crate) fn prepare(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow
     let vars = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
     let (mut env, _removed) = filter_environment(vars, &config.keep_env);
+    if matches!(launch.program, Program::Script(_)) {
+        env.retain(|(k, _)| !cordon_sandbox::shell::changes_the_shell(k));
+    }
     if !config.deny_env.is_empty() {
         let denied = config.deny_env_matcher()?;
         env.retain(|(k, _)| config.keep_env.contains(k) || !denied.is_match(k));
@@ -413,7 +479,7 @@ pub(crate) fn conclude(
     // What the sandbox blocked, for an agent to tell its model why a command failed: what
     // cordon saw itself first, then what the command's errors point to.
     // `ignore_violations` from the settings: what this command is known to touch.
-    let command = shown_command(&launch.argv);
+    let command = launch.program.shown();
     let blocked: Vec<Violation> = undo_failures(&undone, unrestored)
         .chain(undone.undone.iter().map(Violation::from))
         .chain(restored.iter().map(|p| Violation::restored(p)))
@@ -454,15 +520,6 @@ pub(crate) fn conclude(
         launch.report_only,
     )?;
     Ok((code, report))
-}
-
-/// The command as `ignore_violations` matches it: the shell string of `sh -c STRING`, else
-/// the words joined.
-fn shown_command(argv: &[String]) -> String {
-    match argv {
-        [sh, c, script] if sh == "/bin/sh" && c == "-c" => script.clone(),
-        _ => argv.join(" "),
-    }
 }
 
 /// The working directory as (device, inode): this process's own, which `exec` and `mcp` chose

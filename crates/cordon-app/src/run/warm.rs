@@ -52,7 +52,7 @@ pub struct Started {
 }
 
 impl WarmPool {
-    /// Starts `launch` (a `/bin/sh -c` command of `exec` or `mcp`, in this process's working
+    /// Starts `launch` (a command line of `exec` or `mcp`, in this process's working
     /// directory, reported to a file) warm with `stdio`, if it can run warm; `None` says to
     /// run it cold. The `stdio` descriptors are consumed either way only when it started.
     pub fn start(
@@ -224,7 +224,7 @@ impl std::fmt::Debug for Started {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Started")
             .field("helper_pid", &self.helper_pid)
-            .field("argv", &self.launch.argv)
+            .field("program", &self.launch.program)
             .finish_non_exhaustive()
     }
 }

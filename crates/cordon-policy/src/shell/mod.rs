@@ -7,6 +7,7 @@
 //! the analysis cannot see through is recorded as a problem, and a script with a problem is
 //! never allowed.
 
+mod dialect;
 mod getopt;
 mod heuristics;
 mod plain;
@@ -16,6 +17,7 @@ mod wrappers;
 use brush_parser::ParserOptions;
 use brush_parser::ast;
 
+pub use dialect::{Dialect, differs};
 pub use heuristics::{Heuristic, danger, is_read_only};
 pub use words::Known;
 use words::{WordInfo, analyse_word, arithmetic_problem};
@@ -126,17 +128,34 @@ impl ShellAnalysis {
 
 /// Analyses a shell script as bash would read it.
 pub fn analyse(script: &str) -> ShellAnalysis {
-    analyse_with(script, true)
+    analyse_as(script, Dialect::Bash)
 }
 
-fn analyse_with(script: &str, fast_path: bool) -> ShellAnalysis {
+/// Analyses a shell script that `dialect`'s shell will run: as bash reads it, with every
+/// construct that shell reads otherwise a problem.
+pub fn analyse_as(script: &str, dialect: Dialect) -> ShellAnalysis {
+    analyse_with(script, dialect, true)
+}
+
+fn analyse_with(script: &str, dialect: Dialect, fast_path: bool) -> ShellAnalysis {
     let mut walker = Walker {
-        options: ParserOptions::default(),
+        options: parser_options(),
         out: ShellAnalysis::default(),
         fast_path,
+        dialect,
     };
     walker.script(script, 0, &[]);
     walker.out
+}
+
+/// bash's grammar as `bash -c` reads a script: extended globs (`!(…)`, `@(…)`) only after a
+/// `shopt -s extglob` the analysis does not follow, so off. (With them on, `!(rm -f f)`
+/// would read as one pattern where bash runs `rm` in a negated subshell.)
+fn parser_options() -> ParserOptions {
+    ParserOptions {
+        enable_extended_globbing: false,
+        ..ParserOptions::default()
+    }
 }
 
 pub(crate) fn canonical_text(words: &[String]) -> String {
@@ -169,11 +188,27 @@ struct Walker {
     out: ShellAnalysis,
     /// Split plain scripts without the full parser (off only to test that it agrees).
     fast_path: bool,
+    /// The grammar of the shell that runs the script being walked.
+    dialect: Dialect,
 }
 
 impl Walker {
     fn problem(&mut self, why: impl Into<String>) {
         self.out.problems.push(why.into());
+    }
+
+    /// Walks `script`, which the shell of `dialect` runs (the current one when `None`).
+    pub(crate) fn script_in(
+        &mut self,
+        script: &str,
+        depth: usize,
+        via: &[String],
+        dialect: Option<Dialect>,
+    ) {
+        let outer = self.dialect;
+        self.dialect = dialect.unwrap_or(outer);
+        self.script(script, depth, via);
+        self.dialect = outer;
     }
 
     pub(crate) fn script(&mut self, script: &str, depth: usize, via: &[String]) {
@@ -190,6 +225,9 @@ impl Walker {
                 "brackets nested more than {MAX_NESTING} levels deep"
             ));
             return;
+        }
+        if let Some(why) = dialect::differs(script, self.dialect) {
+            self.problem(why);
         }
         if self.fast_path
             && let Some(commands) = plain::split_plain(script)
@@ -769,8 +807,8 @@ mod tests {
                 continue;
             }
             fast_accepted += 1;
-            let fast = analyse_with(&script, true);
-            let full = analyse_with(&script, false);
+            let fast = analyse_with(&script, Dialect::Bash, true);
+            let full = analyse_with(&script, Dialect::Bash, false);
             let view = |a: &ShellAnalysis| -> Vec<String> {
                 a.commands
                     .iter()

@@ -1,5 +1,6 @@
 //! Commands that run other commands: see through them to what really runs.
 
+use super::dialect::{self, Dialect};
 use super::getopt::{self, Arg, Options};
 use super::{HereDoc, Known, Role, SimpleCommand, Walker, canonical_text};
 
@@ -15,10 +16,15 @@ enum Wraps {
         /// The wrapper appends arguments of its own, read at run time (`xargs`).
         appends: bool,
     },
-    /// The argument is a script for a shell (`bash -c '…'`, `watch 'cmd'`, `trap '…' EXIT`).
-    Script { script: String, label: String },
-    /// A shell that reads its script from standard input.
-    StdinScript { label: String },
+    /// The argument is a script for a shell (`bash -c '…'`, `watch 'cmd'`, `trap '…' EXIT`),
+    /// of `dialect` (`None`: the shell running the command, as for `trap`).
+    Script {
+        script: String,
+        label: String,
+        dialect: Option<Dialect>,
+    },
+    /// A shell of `dialect` that reads its script from standard input.
+    StdinScript { label: String, dialect: Dialect },
     /// `find … -exec cmd … ;`: find runs, and so does each inner command.
     FindExec { inner: Vec<Vec<String>> },
     /// Something we will not try to see through.
@@ -50,6 +56,9 @@ pub(super) fn program_name(word: &str) -> Option<&str> {
 }
 
 pub(super) fn unwrap(w: &mut Walker, mut cmd: SimpleCommand, stdin: Option<HereDoc>, depth: usize) {
+    if let Some(why) = dialect::command_differs(&cmd.words[0], w.dialect) {
+        w.problem(why);
+    }
     let wraps = match program_name(&cmd.words[0]).map(str::to_owned) {
         Some(name) => classify(&name, &mut cmd),
         None => Wraps::Nothing,
@@ -102,17 +111,21 @@ pub(super) fn unwrap(w: &mut Walker, mut cmd: SimpleCommand, stdin: Option<HereD
             });
             unwrap(w, inner, stdin, depth + 1);
         }
-        Wraps::Script { script, label } => {
+        Wraps::Script {
+            script,
+            label,
+            dialect,
+        } => {
             let via = push_context(w, cmd, &label);
-            w.script(&script, depth + 1, &via);
+            w.script_in(&script, depth + 1, &via, dialect);
         }
-        Wraps::StdinScript { label } => {
+        Wraps::StdinScript { label, dialect } => {
             let via = push_context(w, cmd, &label);
             match stdin {
                 Some(HereDoc::Body {
                     text,
                     expands: false,
-                }) => w.script(&text, depth + 1, &via),
+                }) => w.script_in(&text, depth + 1, &via, Some(dialect)),
                 Some(HereDoc::Body { expands: true, .. }) => w.problem(format!(
                     "`{label}` runs a heredoc whose text is only known at run time"
                 )),
@@ -410,9 +423,11 @@ fn classify(name: &str, cmd: &mut SimpleCommand) -> Wraps {
         // watch hands its arguments, joined by spaces, to `sh -c`.
         "watch" if !(found.has("x") || found.has("exec")) => {
             return match cmd.words.get(start..) {
+                // watch hands its command to `sh -c`.
                 Some(rest) if !rest.is_empty() => Wraps::Script {
                     script: rest.join(" "),
                     label: "watch".into(),
+                    dialect: Some(Dialect::Posix),
                 },
                 _ => Wraps::Nothing,
             };
@@ -433,9 +448,11 @@ fn classify_other(name: &str, cmd: &mut SimpleCommand) -> Wraps {
         "su" | "runuser" => {
             let pos = words.iter().position(|a| a == "-c" || a == "--command");
             match pos.and_then(|p| words.get(p + 1)) {
+                // The target user's login shell, whichever it is.
                 Some(script) => Wraps::Script {
                     script: script.clone(),
                     label: format!("{name} -c"),
+                    dialect: Some(Dialect::Unknown),
                 },
                 None if pos.is_some() => Wraps::Refuse(format!("`{name} -c` without a command")),
                 None => Wraps::Nothing,
@@ -446,6 +463,7 @@ fn classify_other(name: &str, cmd: &mut SimpleCommand) -> Wraps {
                 Wraps::Script {
                     script: action.clone(),
                     label: "trap".into(),
+                    dialect: None,
                 }
             }
             _ => Wraps::Nothing,
@@ -539,6 +557,11 @@ fn variable_names(name: &str, cmd: &mut SimpleCommand) -> Result<(), String> {
 
 /// `bash [options] -c SCRIPT [name [args…]]`, `bash FILE`, or a shell reading stdin.
 fn shell(name: &str, words: &[String]) -> Wraps {
+    let Some(dialect) = Dialect::of_shell(name) else {
+        return Wraps::Refuse(format!(
+            "`{name}` reads a grammar other than bash's and POSIX sh's, which cordon does not analyse"
+        ));
+    };
     let mut i = 1;
     let mut has_c = false;
     let mut reads_stdin = false;
@@ -572,6 +595,7 @@ fn shell(name: &str, words: &[String]) -> Wraps {
             Some(script) => Wraps::Script {
                 script: script.clone(),
                 label: format!("{name} -c"),
+                dialect: Some(dialect),
             },
             None => Wraps::Refuse(format!("`{name} -c` without a script")),
         };
@@ -582,6 +606,7 @@ fn shell(name: &str, words: &[String]) -> Wraps {
     }
     Wraps::StdinScript {
         label: canonical_text(&words[..i.min(words.len())]),
+        dialect,
     }
 }
 

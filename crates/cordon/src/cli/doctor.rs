@@ -67,6 +67,19 @@ fn configured(found: &[cordon_sandbox::linux::doctor::Mechanism]) -> Vec<Mechani
         fix,
         required: true,
     });
+    // Command lines (exec, mcp, shell, `run -c`) are decided with bash's grammar and run by
+    // bash alone; a program given directly runs without it.
+    let backend = cordon_app::run::backend::BackendChoice::default();
+    let host_bash = cordon_sandbox::shell::host_bash().is_some();
+    out.push(Mechanism {
+        name: "shell",
+        available: host_bash || backend.in_image(),
+        detail: cordon_app::run::shell_said(&backend),
+        fix: (!host_bash && !backend.in_image()).then(|| {
+            "install bash (Debian and Ubuntu: apt-get install bash); until then every command line is refused, and `cordon run -- PROGRAM ARGS` still runs".into()
+        }),
+        required: false,
+    });
     out
 }
 

@@ -30,8 +30,8 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
     }
     let mut backend = args.run.backend.choice();
     backend.settle(&config)?;
-    let argv = args.run.argv();
-    if argv.is_empty() {
+    let program = args.run.program();
+    if program == cordon_app::run::Program::Argv(Vec::new()) {
         anyhow::bail!("give a command after `--` or a shell string with -c");
     }
     let plan = plan(&config)?;
@@ -47,9 +47,11 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         ..
     } = plan;
     // The policy sees what an agent would hand it: the command as one shell string.
-    let command = match &args.run.shell {
-        Some(s) => s.clone(),
-        None => shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" ")),
+    let command = match &program {
+        cordon_app::run::Program::Script(s) => s.clone(),
+        cordon_app::run::Program::Argv(argv) => {
+            shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
+        }
     };
     // `cordon run` always sandboxes; the settings may place an agent's run elsewhere.
     let (outcome, placement) =
@@ -60,6 +62,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         "policy": outcome,
         "when_an_agent_runs_it": placement.fields(),
         "backend": backend.name(),
+        "shell": cordon_app::run::shell_said(&backend),
         "cwd": cwd,
         "writable": std::iter::once(&cwd).chain(&writable).collect::<Vec<_>>(),
         "read_only_inside_writable": read_only,
@@ -86,6 +89,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         println!("agents:    exec, shell and mcp run it OUTSIDE the sandbox: {why}");
     }
     println!("backend:   {}", report["backend"].as_str().unwrap_or("?"));
+    println!("shell:     {}", report["shell"].as_str().unwrap_or("?"));
     let list = |title: &str, key: &str| {
         let items = report[key].as_array().cloned().unwrap_or_default();
         if !items.is_empty() {

@@ -10,7 +10,12 @@ use std::sync::OnceLock;
 
 use super::stderr;
 
-pub const IMAGE: &str = "cordon-test-busybox:1";
+/// busybox with the host's bash beside it: cordon runs the command lines it decided only with
+/// bash (`cordon_sandbox::shell`), in a container too.
+pub const IMAGE: &str = "cordon-test-busybox:2";
+
+/// busybox alone: an image without bash.
+pub const NO_BASH_IMAGE: &str = "cordon-test-busybox-nobash:1";
 
 pub fn skip(why: &str) {
     assert!(
@@ -89,15 +94,17 @@ fn make_image(engine: Eng) -> Result<Option<PathBuf>, String> {
             stderr(&version).trim()
         ));
     }
-    let present = |conf: Option<&Path>| {
+    let present = |image: &str| {
         engine
-            .command(conf)
-            .args(["image", "inspect", IMAGE])
+            .command(None)
+            .args(["image", "inspect", image])
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    if !present(None) {
-        import_image(engine)?;
+    for (image, bash) in [(IMAGE, true), (NO_BASH_IMAGE, false)] {
+        if !present(image) {
+            import_image(engine, image, bash)?;
+        }
     }
     let probe = |conf: Option<&Path>| {
         engine
@@ -123,8 +130,9 @@ fn make_image(engine: Eng) -> Result<Option<PathBuf>, String> {
     ))
 }
 
-/// A root file system holding the host's static busybox, imported as [`IMAGE`].
-fn import_image(engine: Eng) -> Result<(), String> {
+/// A root file system holding the host's static busybox, and with `bash` the host's bash and
+/// the libraries it loads, imported as `image`.
+fn import_image(engine: Eng, image: &str, bash: bool) -> Result<(), String> {
     let busybox = Path::new("/bin/busybox");
     if !busybox.is_file() {
         return Err("/bin/busybox is missing (install busybox-static)".into());
@@ -147,6 +155,9 @@ fn import_image(engine: Eng) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
         }
     }
+    if bash {
+        copy_with_libraries(Path::new("/bin/bash"), r)?;
+    }
     std::fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n")
         .map_err(|e| e.to_string())?;
     std::fs::write(r.join("etc/group"), "root:x:0:\n").map_err(|e| e.to_string())?;
@@ -159,7 +170,7 @@ fn import_image(engine: Eng) -> Result<(), String> {
         .map_err(|e| format!("tar: {e}"))?;
     let import = engine
         .command(None)
-        .args(["import", "-", IMAGE])
+        .args(["import", "-", image])
         .stdin(tar.stdout.expect("tar's output"))
         .output()
         .map_err(|e| e.to_string())?;
@@ -169,6 +180,30 @@ fn import_image(engine: Eng) -> Result<(), String> {
             engine.name(),
             stderr(&import)
         ));
+    }
+    Ok(())
+}
+
+/// Copies `program` and the shared objects `ldd` names for it to the same paths under `root`.
+fn copy_with_libraries(program: &Path, root: &Path) -> Result<(), String> {
+    let ldd = Command::new("ldd")
+        .arg(program)
+        .output()
+        .map_err(|e| format!("ldd: {e}"))?;
+    if !ldd.status.success() {
+        return Err(format!("ldd {}: {}", program.display(), stderr(&ldd)));
+    }
+    let libraries: Vec<PathBuf> = String::from_utf8_lossy(&ldd.stdout)
+        .split_whitespace()
+        .filter(|w| w.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    for file in std::iter::once(program.to_path_buf()).chain(libraries) {
+        let to = root.join(file.strip_prefix("/").unwrap_or(&file));
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        std::fs::copy(&file, &to).map_err(|e| format!("copy {}: {e}", file.display()))?;
     }
     Ok(())
 }

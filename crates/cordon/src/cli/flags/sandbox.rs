@@ -8,10 +8,10 @@ use cordon_app::agents::Agent;
 use cordon_app::bounds;
 use cordon_app::config::Sources;
 use cordon_app::proxy::{AskVia, Publish};
-use cordon_app::run::Launch;
 use cordon_app::run::backend::{Backend, BackendChoice};
 use cordon_app::run::container::ContainerOptions;
 use cordon_app::run::kubernetes::KubeOptions;
+use cordon_app::run::{Launch, Program};
 use cordon_app::settings::{self, LayerValues, some};
 use cordon_sandbox::kubernetes::{Kind, Loosen, Workspace};
 
@@ -291,7 +291,7 @@ pub struct RunArgs {
     /// or with `-` to standard output once the command has ended.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
-    /// Run this string with /bin/sh -c.
+    /// Run this shell command line, with bash (`bash --noprofile --norc -c`).
     #[arg(short = 'c', value_name = "SHELL STRING", conflicts_with = "command")]
     pub shell: Option<String>,
     #[command(flatten)]
@@ -314,18 +314,18 @@ impl RunArgs {
         Ok(sources)
     }
 
-    /// The program and its arguments: a `-c` string runs with /bin/sh.
-    pub fn argv(&self) -> Vec<String> {
+    /// What runs: a `-c` command line (run with bash), or the program and its arguments.
+    pub fn program(&self) -> Program {
         match &self.shell {
-            Some(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
-            None => self.command.clone(),
+            Some(s) => Program::Script(s.clone()),
+            None => Program::Argv(self.command.clone()),
         }
     }
 
     /// What the run is asked to do, for the application core.
     pub fn launch(&self) -> Launch {
         Launch {
-            argv: self.argv(),
+            program: self.program(),
             backend: self.backend.choice(),
             publish: self.publish.clone(),
             // An agent's own interface holds the terminal: a question there would break into

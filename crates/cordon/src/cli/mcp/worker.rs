@@ -23,10 +23,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use cordon_app::config::Sources;
 use cordon_app::policy::PolicyConfig;
-use cordon_app::run::Launch;
 use cordon_app::run::backend::{Backend, BackendChoice};
 use cordon_app::run::container::inside::{started_by_an_engine, this_binary};
 use cordon_app::run::container::{SandboxVar, Worker, sandbox_var};
+use cordon_app::run::{Launch, Program};
 use cordon_sandbox::container::Mount;
 
 /// The worker's command line, as a pod's image runs it.
@@ -143,7 +143,7 @@ pub fn launch(
         .get_or_insert_with(Vec::new)
         .extend(others);
     let launch = Launch {
-        argv,
+        program: Program::Argv(argv),
         backend,
         worker: Some(Worker {
             mounts,
