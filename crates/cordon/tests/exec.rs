@@ -1612,3 +1612,63 @@ fn a_protected_path_made_after_the_sandbox_is_read_only_for_the_next_command() {
     );
     c.finish();
 }
+
+/// Replaces `path` as an editor's save or `sed -i` does: a new file renamed over the old.
+fn replace_atomically(path: &Path, content: &str) {
+    let new = path.with_extension("cordon-test-new");
+    std::fs::write(&new, content).expect("write the new file");
+    std::fs::rename(&new, path).expect("rename it over the old");
+}
+
+/// The host replaces a protected `.bashrc` after a warm sandbox was built (its read-only bind
+/// over the old file is then detached in the kept view): the next command still cannot write
+/// it, and still runs warm, in a sandbox built again over the new file.
+#[test]
+fn a_protected_file_the_host_replaced_stays_read_only_for_the_next_warm_command() {
+    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
+        return;
+    };
+    let bashrc = sb.ws.join(".bashrc");
+    std::fs::write(&bashrc, "# as the user had it\n").expect("write .bashrc");
+    let mut c = Client::start(&sb, &[]);
+    c.send(&run("first", "true"));
+    assert!(warm(&c.event("exited", "first")));
+    replace_atomically(&bashrc, "# as the user edited it\n");
+    c.send(&run(
+        "plant",
+        "echo evil >> .bashrc; echo evil > .bashrc; true",
+    ));
+    let exited = c.event("exited", "plant");
+    assert!(warm(&exited), "{exited}");
+    assert_eq!(
+        std::fs::read_to_string(&bashrc).expect("read .bashrc"),
+        "# as the user edited it\n",
+        "the command wrote the replaced .bashrc"
+    );
+}
+
+/// The host rewrites a `--deny-read` file after a warm sandbox was built, and makes a second
+/// one the pattern names: the next command reads neither.
+#[test]
+fn a_hidden_file_the_host_replaced_stays_hidden_from_the_next_warm_command() {
+    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
+        return;
+    };
+    let secret = sb.outside.join("token");
+    std::fs::write(&secret, "first-secret\n").expect("write the secret");
+    let deny = secret.display().to_string();
+    let mut c = Client::start(&sb, &["--deny-read", &deny]);
+    c.send(&run("first", &format!("cat {} || true", q(&secret))));
+    let exited = c.event("exited", "first");
+    assert!(warm(&exited), "{exited}");
+    assert!(!c.streamed("first").contains("first-secret"));
+    replace_atomically(&secret, "second-secret\n");
+    c.send(&run("again", &format!("cat {} || true", q(&secret))));
+    let exited = c.event("exited", "again");
+    assert!(warm(&exited), "{exited}");
+    assert!(
+        !c.streamed("again").contains("second-secret"),
+        "the command read the rewritten secret: {}",
+        c.streamed("again")
+    );
+}

@@ -146,9 +146,15 @@ impl WarmPool {
         if let Some(i) = kept.iter().position(|(k, _)| *k == key) {
             // The most recently used last, so that the oldest goes first.
             let entry = kept.remove(i);
-            let found = Arc::clone(&entry.1);
-            kept.push(entry);
-            return Some(found);
+            // A sandbox whose view the host has changed under it is let go (its running
+            // commands keep it until they end) and built again.
+            let stale = entry.1.sandbox.as_ref().is_ok_and(|s| !s.is_current(spec));
+            if !stale {
+                let found = Arc::clone(&entry.1);
+                kept.push(entry);
+                return Some(found);
+            }
+            tracing::debug!("the host changed a path the warm sandbox covers; building it again");
         }
         // Started with the lock held: runs with the same spec wait for this one sandbox
         // rather than each starting their own.

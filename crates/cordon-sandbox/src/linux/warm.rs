@@ -92,6 +92,54 @@ pub struct WarmSandbox {
     guards: OwnedFd,
     next_guard: AtomicU64,
     helper: Option<std::process::Child>,
+    /// What the view was built over; `None` when the host changed it while it was built.
+    view: Option<ViewIdentity>,
+}
+
+/// What each path a spec's mount view is built over was when it was built: its device and
+/// inode, or nothing there. The mounts that keep a path read-only or hide it cover the file
+/// that was there; when the host replaces that file (an editor's save, `sed -i`, a rename
+/// over it, `rm -r` and `mkdir`), the kernel detaches them in every mount namespace, so a kept
+/// sandbox would show the new file writable or readable. A path that did not exist is
+/// neither protected nor hidden in the view, so one that appears changes the identity too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ViewIdentity(std::collections::BTreeMap<std::path::PathBuf, Option<(u64, u64)>>);
+
+impl ViewIdentity {
+    fn of(spec: &SandboxSpec) -> ViewIdentity {
+        use std::os::unix::fs::MetadataExt;
+        let roots: Vec<&Path> = std::iter::once(spec.cwd.as_path())
+            .chain(spec.writable.iter().map(|p| p.as_path()))
+            .collect();
+        // The directories the view pins between a writable root and a read-only spot inside
+        // it (`helper`'s "pin directory"): swapped, they would carry the spot away.
+        let between = spec.read_only.iter().flat_map(|p| {
+            let root = roots
+                .iter()
+                .filter(|r| p.starts_with(r) && p != *r)
+                .max_by_key(|r| r.as_os_str().len());
+            p.ancestors()
+                .skip(1)
+                .take_while(move |a| root.is_some_and(|r| a != r))
+        });
+        let paths = roots
+            .iter()
+            .copied()
+            .chain(spec.read_only.iter().map(|p| p.as_path()))
+            .chain(between)
+            .chain(spec.hidden.iter().map(|p| p.as_path()))
+            .chain(spec.reopened.iter().map(|p| p.as_path()));
+        // By path, once each: a spec may list a path twice (found protected, and made for
+        // the run), and kept sandboxes are told apart by their lists as sets.
+        ViewIdentity(
+            paths
+                .map(|p| {
+                    let id = std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+                    (p.to_path_buf(), id)
+                })
+                .collect(),
+        )
+    }
 }
 
 /// The first byte of a message on the guards' socket (then the guard's number, 8 bytes).
@@ -109,6 +157,7 @@ impl WarmSandbox {
                 detail: format!("this spec cannot be served warm: {why}"),
             });
         }
+        let view = ViewIdentity::of(spec);
         let mut spec = spec.clone();
         spec.argv.clear();
         spec.env.clear();
@@ -159,6 +208,9 @@ impl WarmSandbox {
                 guards,
                 next_guard: AtomicU64::new(0),
                 helper: Some(child),
+                // A change while it was built may lie under a mount or over it: taken as
+                // stale, so that the next command with this spec builds it again.
+                view: (ViewIdentity::of(&spec) == view).then_some(view),
             }),
             // The helper or the sandbox ended before it was ready; the reason is on the
             // error channel, which ends with them.
@@ -176,6 +228,14 @@ impl WarmSandbox {
                 })
             }
         }
+    }
+
+    /// Whether every path the view was built over is still the file it was (`spec` is one with
+    /// the same paths as the sandbox's): if not, the host replaced a protected or hidden file,
+    /// which this sandbox's mounts no longer cover, and a new one must be built. A stat a
+    /// path, per command.
+    pub fn is_current(&self, spec: &SandboxSpec) -> bool {
+        self.view.as_ref() == Some(&ViewIdentity::of(spec))
     }
 
     /// The helper process that keeps the sandbox (outside it, the parent of its first process).
