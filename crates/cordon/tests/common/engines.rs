@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use super::stderr;
 
-pub const IMAGE: &str = "cordon-test-busybox:1";
+pub const IMAGE: &str = "cordon-test-busybox:2";
 
 pub fn skip(why: &str) {
     assert!(
@@ -159,7 +159,14 @@ fn import_image(engine: Eng) -> Result<(), String> {
         .map_err(|e| format!("tar: {e}"))?;
     let import = engine
         .command(None)
-        .args(["import", "-", IMAGE])
+        // A `PATH` of its own, as every real image has: a pod gets none from this machine.
+        .args([
+            "import",
+            "--change",
+            "ENV PATH=/usr/local/bin:/usr/bin:/bin",
+            "-",
+            IMAGE,
+        ])
         .stdin(tar.stdout.expect("tar's output"))
         .output()
         .map_err(|e| e.to_string())?;
