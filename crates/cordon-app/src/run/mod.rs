@@ -534,9 +534,14 @@ pub fn undo_failed_code(blocked: &[Violation]) -> Option<u8> {
 /// Names shown at most in the line about withheld variables.
 const WITHHELD_SHOWN: usize = 8;
 
+/// How the names of tools' settings end, named first among what was withheld.
+const SETTING_ENDS: &[&str] = &[
+    "_HOME", "_ROOT", "_DIR", "_PATH", "_PREFIX", "_CONFIG", "_FILE", "_OPTS", "_OPTIONS", "_FLAGS",
+];
+
 /// The line that names the variables a failed command did not get, if it did not get any:
-/// those a tool's setting could be first, those that look like credentials after; never a
-/// value.
+/// those named as a tool's setting (`FOO_HOME`, `BAR_OPTS`) first, those that look like
+/// credentials last; never a value.
 fn withheld_note(withheld: &[String]) -> Option<String> {
     // `_`: the last program the shell ran, which it sets for every command.
     let withheld: Vec<&String> = withheld.iter().filter(|n| *n != "_").collect();
@@ -544,7 +549,15 @@ fn withheld_note(withheld: &[String]) -> Option<String> {
         return None;
     }
     let mut names = withheld.clone();
-    names.sort_by_key(|n| cordon_sandbox::env::credential_sign(n, "").is_some());
+    names.sort_by_key(|n| {
+        if cordon_sandbox::env::credential_sign(n, "").is_some() {
+            2
+        } else if SETTING_ENDS.iter().any(|end| n.ends_with(end)) {
+            0
+        } else {
+            1
+        }
+    });
     let mut shown: Vec<&str> = names
         .iter()
         .take(WITHHELD_SHOWN)
@@ -648,10 +661,11 @@ mod tests {
         let names = |l: &[&str]| l.iter().map(|n| n.to_string()).collect::<Vec<_>>();
         assert_eq!(withheld_note(&names(&["_"])), None);
         assert_eq!(withheld_note(&[]), None);
-        let line = withheld_note(&names(&["AWS_PROFILE", "FOO_ROOT", "_"])).expect("a line");
+        let line = withheld_note(&names(&["AWS_PROFILE", "CARGO_PKG_NAME", "FOO_ROOT", "_"]))
+            .expect("a line");
         assert!(
             line.contains(
-                "2 variables of this environment were withheld from it: FOO_ROOT, AWS_PROFILE ("
+                "3 variables of this environment were withheld from it: FOO_ROOT, CARGO_PKG_NAME, AWS_PROFILE ("
             ),
             "{line}"
         );
