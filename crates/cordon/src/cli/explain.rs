@@ -1,5 +1,6 @@
 //! `cordon explain -- CMD…`: what `cordon run` would do with a command, without running it —
-//! the policy's decision and the rule behind it, then the sandbox it would get.
+//! the policy's decision and the rule behind it, then the sandbox it would get, and what of
+//! this environment it would get (names and reasons, never values).
 
 use clap::Args;
 use serde_json::json;
