@@ -81,12 +81,10 @@ pub const ALLOWED: &[Allowed] = &[
         names: &[
             "HTTP_PROXY",
             "HTTPS_PROXY",
-            "FTP_PROXY",
             "ALL_PROXY",
             "NO_PROXY",
             "http_proxy",
             "https_proxy",
-            "ftp_proxy",
             "all_proxy",
             "no_proxy",
         ],
