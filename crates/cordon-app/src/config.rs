@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::bounds;
@@ -207,7 +207,8 @@ pub struct RunConfig {
     pub host_network: bool,
     pub allow_local_binding: bool,
     pub fail_if_unavailable: bool,
-    pub keep_env: Vec<String>,
+    /// Names (or `*` patterns) passed besides the allowlist, each with who asked for it.
+    pub keep_env: Vec<cordon_sandbox::env::Keep>,
     pub deny_env: Vec<String>,
     pub max_processes: Option<u64>,
     pub memory: Option<u64>,
@@ -263,7 +264,19 @@ impl RunConfig {
         let mut net = NetConfig::from_settings(&s, &sources.resolve);
         let mut allow_write = value(s.allow_write).unwrap_or_default();
         let mut left_out = s.left_out;
-        let mut keep_env = value(s.keep_env).unwrap_or_default();
+        let mut keep_env: Vec<cordon_sandbox::env::Keep> = s
+            .keep_env
+            .map(|kept| {
+                let by = match kept.from.layer {
+                    Layer::Flags => "--keep-env".to_string(),
+                    _ => format!("env.keep in {}", kept.from),
+                };
+                kept.value
+                    .into_iter()
+                    .map(|name| cordon_sandbox::env::Keep::new(name, by.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
         if let Some(agent) = sources.agent {
             let profile = crate::agents::profile::profile(
                 agent,
@@ -280,7 +293,19 @@ impl RunConfig {
                 })?;
             }
             allow_write.extend(profile.dirs);
-            keep_env.extend(profile.keep_env.iter().map(|v| v.to_string()));
+            let by = format!("--agent {}", agent.name());
+            keep_env.extend(
+                profile
+                    .keep_env
+                    .iter()
+                    .map(|name| cordon_sandbox::env::Keep::new(*name, by.clone())),
+            );
+            keep_env.extend(
+                profile
+                    .settings_env
+                    .iter()
+                    .map(|name| cordon_sandbox::env::Keep::scrubbed(*name, by.clone())),
+            );
             if s.locks.only_managed_domains {
                 left_out.push(format!(
                     "--agent {}: its hosts ({}), as the managed settings allow only their own (only_managed_domains)",
@@ -320,26 +345,12 @@ impl RunConfig {
         })
     }
 
-    /// The `--deny-env` patterns as one matcher over variable names.
-    pub fn deny_env_matcher(&self) -> anyhow::Result<globset::GlobSet> {
-        let mut set = globset::GlobSetBuilder::new();
-        for p in &self.deny_env {
-            if p.is_empty()
-                || !p
-                    .chars()
-                    .all(|c| c == '*' || c == '_' || c.is_ascii_alphanumeric())
-            {
-                bail!(
-                    "--deny-env {p:?}: a pattern is a variable name with `*` for any characters, e.g. MYCORP_*"
-                );
-            }
-            let glob = globset::GlobBuilder::new(p)
-                .case_insensitive(true)
-                .build()
-                .with_context(|| format!("--deny-env {p:?}"))?;
-            set.add(glob);
-        }
-        set.build().context("--deny-env")
+    /// What the run keeps of the environment besides the allowlist, and withholds from it.
+    pub fn env_rules(&self) -> anyhow::Result<cordon_sandbox::env::EnvRules> {
+        Ok(cordon_sandbox::env::EnvRules::new(
+            self.keep_env.clone(),
+            &self.deny_env,
+        )?)
     }
 }
 

@@ -10,6 +10,7 @@
 #[cfg(unix)]
 pub mod beneath;
 pub mod container;
+pub mod env;
 pub mod gitmeta;
 #[cfg(target_os = "linux")]
 pub mod handoff;
@@ -32,7 +33,7 @@ pub use protect::{
     existing_protected, is_protected, linked_worktree_writable,
 };
 pub use snapshot::{Restoration, Snapshot, SnapshotError};
-pub use spec::{Isolation, Limits, NetworkMode, ProxyEndpoint, SandboxSpec, filter_environment};
+pub use spec::{Isolation, Limits, NetworkMode, ProxyEndpoint, SandboxSpec};
 pub use violations::{ErrorScanner, Violation};
 
 /// Makes a new directory only this user can enter, `PREFIX-<pid>-<n>` under `base`, and

@@ -18,10 +18,14 @@ pub struct Profile {
     pub dirs: Vec<PathBuf>,
     /// The hosts it talks to: its model API and its sign-in.
     pub domains: Vec<&'static str>,
-    /// Its API key's variables, passed although they look like credentials: the agent cannot
-    /// work without them. The hosts it may send them to are only those above and what the
-    /// settings allow.
+    /// Its API key's variables: passed although they look like credentials, as the agent
+    /// cannot work without them. The hosts it may send them to are only those above and what
+    /// the settings allow.
     pub keep_env: Vec<&'static str>,
+    /// Its own settings' variables (names, or patterns with `*`), which the allowlist lacks:
+    /// passed as the allowlist's own are, only when they do not look like credentials
+    /// (`ANTHROPIC_CUSTOM_HEADERS` carrying a token stays out).
+    pub settings_env: Vec<&'static str>,
 }
 
 /// The profile of `agent` for the user whose home is `home`; `codex_home` is `CODEX_HOME`
@@ -41,6 +45,17 @@ pub fn profile(agent: Agent, home: &Path, codex_home: Option<&Path>) -> Profile 
                 "platform.claude.com",
             ],
             keep_env: vec!["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"],
+            settings_env: vec![
+                "ANTHROPIC_*",
+                "CLAUDE_*",
+                "DISABLE_*",
+                "IS_SANDBOX",
+                // A number of tokens, not one: its name alone would keep it out.
+                "MAX_THINKING_TOKENS",
+                "BASH_DEFAULT_TIMEOUT_MS",
+                "BASH_MAX_TIMEOUT_MS",
+                "MCP_TIMEOUT",
+            ],
         },
         Agent::GeminiCli => Profile {
             dirs: vec![home.join(".gemini")],
@@ -51,11 +66,19 @@ pub fn profile(agent: Agent, home: &Path, codex_home: Option<&Path>) -> Profile 
                 "accounts.google.com",
             ],
             keep_env: vec!["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+            settings_env: vec![
+                "GEMINI_*",
+                "GOOGLE_GEMINI_BASE_URL",
+                "GOOGLE_CLOUD_PROJECT",
+                "GOOGLE_CLOUD_LOCATION",
+                "GOOGLE_GENAI_USE_VERTEXAI",
+            ],
         },
         Agent::Codex => Profile {
             dirs: vec![codex_home.map_or_else(|| home.join(".codex"), Path::to_path_buf)],
             domains: vec!["api.openai.com", "chatgpt.com", "auth.openai.com"],
             keep_env: vec!["OPENAI_API_KEY", "CODEX_API_KEY"],
+            settings_env: vec!["CODEX_*", "OPENAI_BASE_URL"],
         },
     }
 }

@@ -236,6 +236,9 @@ pub struct RunResult {
     pub violations: Vec<serde_json::Value>,
     /// Where the sandbox is weaker than asked on this machine.
     pub weaker: Vec<String>,
+    /// The variables of `cordon exec`'s environment the command did not get, by name (the
+    /// allowlist of docs/ARCHITECTURE.md, "Secrets in the environment").
+    pub env_withheld: Vec<String>,
     /// Why the sandbox could not be set up, if it could not.
     pub setup_error: Option<String>,
     /// Whether the command ran in cordon's sandbox ([`Placement::Sandbox`]).
@@ -823,6 +826,7 @@ impl Run {
             duration,
             violations: report["blocked"].as_array().cloned().unwrap_or_default(),
             weaker: strings(&report["weaker"]),
+            env_withheld: strings(&report["env_withheld"]),
             setup_error: report["setup_error"].as_str().map(String::from),
             sandboxed: !outside,
             warm,

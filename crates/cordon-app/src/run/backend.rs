@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use cordon_sandbox::container::Engine;
+pub use cordon_sandbox::env::Place;
 use cordon_sandbox::seatbelt::{self, NamedProfile, Options, ProfileChoice, Programs};
 use cordon_sandbox::{Limits, RunGuard, SandboxSpec, Violation};
 use serde::{Deserialize, Serialize};
@@ -198,13 +199,21 @@ impl BackendChoice {
         }
     }
 
-    /// Whether the command runs from an image's files (a container's, a pod's) rather than
-    /// this machine's.
+    /// Where the command runs: this machine's programs, or an image's (a container's, a
+    /// pod's). It decides what of the environment the command may get (`cordon_sandbox::env`)
+    /// and which bash runs a command line (`cordon_sandbox::shell`).
+    pub fn env_place(&self) -> Place {
+        match self.backend() {
+            Backend::Linux | Backend::Seatbelt => Place::Host,
+            Backend::Docker | Backend::Podman | Backend::Container | Backend::Kubernetes => {
+                Place::Image
+            }
+        }
+    }
+
+    /// Whether the command runs from an image's files rather than this machine's.
     pub fn in_image(&self) -> bool {
-        matches!(
-            self.backend(),
-            Backend::Docker | Backend::Podman | Backend::Container | Backend::Kubernetes
-        )
+        self.env_place() == Place::Image
     }
 
     /// Whether this run is a real one on the Linux backend (which alone uses control groups).
@@ -237,6 +246,8 @@ pub struct Elsewhere<'a> {
     pub publishes: bool,
     /// The program is `cordon mcp`'s worker (containers only).
     pub worker: Option<&'a super::container::Worker>,
+    /// The launcher's variables not in `spec.env`, by name.
+    pub env_withheld: &'a [String],
 }
 
 /// Runs (or, with `--dry-run`, shows) the spec on any backend but a real Linux run, and
@@ -450,7 +461,7 @@ fn run_seatbelt(
         }
     };
     let code = super::undo_failed_code(&blocked).unwrap_or(end.code);
-    super::tell_what_happened(&blocked, &weaker, end, run.report, false)?;
+    super::tell_what_happened(&blocked, &weaker, run.env_withheld, end, run.report, false)?;
     Ok(code)
 }
 

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use cordon_sandbox::{
-    Isolation, Limits, MadeForRun, NetworkMode, RunGuard, SandboxSpec, Violation,
-    filter_environment, gitmeta, gitmeta::GitMeta,
+    Isolation, Limits, MadeForRun, NetworkMode, RunGuard, SandboxSpec, Violation, gitmeta,
+    gitmeta::GitMeta,
 };
 use serde::{Deserialize, Serialize};
 
@@ -241,6 +241,8 @@ pub(crate) struct Prepared {
     pub git_limit: usize,
     /// What to tell the person before the run: limits that could not be enforced as asked.
     pub warnings: Vec<&'static str>,
+    /// The launcher's variables the command does not get, by name.
+    pub env_withheld: Vec<String>,
 }
 
 /// The spec for `plan`, with control groups made for its limits.
@@ -259,15 +261,14 @@ pub(crate) fn prepare(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow
         git_limit,
         warnings: _,
     } = plan;
-    let vars = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-    let (mut env, _removed) = filter_environment(vars, &config.keep_env);
+    let sorted = config
+        .env_rules()?
+        .sort(launch_environment(), launch.backend.env_place());
+    let env_withheld = sorted.withheld();
+    let mut env = sorted.env;
     if matches!(launch.program, Program::Script(_)) {
+        // Whatever the lists pass, bash would read code or options from these.
         env.retain(|(k, _)| !cordon_sandbox::shell::changes_the_shell(k));
-    }
-    if !config.deny_env.is_empty() {
-        let denied = config.deny_env_matcher()?;
-        env.retain(|(k, _)| config.keep_env.contains(k) || !denied.is_match(k));
     }
     let isolation = isolation(config);
     let (wanted, grouped) = limits(config, isolation, timeout);
@@ -360,7 +361,14 @@ pub(crate) fn prepare(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow
         git,
         git_limit,
         warnings,
+        env_withheld,
     })
+}
+
+/// This process's environment, as a run sorts it: a variable whose name or value is not
+/// UTF-8 is never passed (and is not reported either: its name may not print).
+pub fn launch_environment() -> impl Iterator<Item = (String, String)> {
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
 }
 
 fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Result<u8> {
@@ -374,6 +382,7 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
         git,
         git_limit,
         warnings,
+        env_withheld,
     } = prepare(config, launch, plan)?;
     for w in warnings {
         eprintln!("cordon: warning: {w}");
@@ -390,6 +399,7 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
         ask: launch.ask_domains,
         publishes: !launch.publish.is_empty(),
         worker: launch.worker.as_ref(),
+        env_withheld: &env_withheld,
     };
     tracing::debug!("sandbox spec: {spec:?}");
     if let Some(code) = backend::run_elsewhere(&launch.backend, elsewhere)? {
@@ -431,7 +441,7 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
     conclude(
         config,
         launch,
-        (&git, git_limit, &unmade),
+        (&git, git_limit, &unmade, &env_withheld),
         result,
         refused,
         undone,
@@ -439,9 +449,9 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
     .map(|(code, _)| code)
 }
 
-/// What the git search and making the state directories left weaker: (the search, its
-/// limit, what could not be made).
-pub(crate) type Before<'a> = (&'a GitMeta, usize, &'a [String]);
+/// What was settled before the run: (the git search, its limit, what of the state
+/// directories could not be made, the variables withheld).
+pub(crate) type Before<'a> = (&'a GitMeta, usize, &'a [String], &'a [String]);
 
 /// After a Linux run, cold or warm: what was weaker, what the sandbox blocked and what cordon
 /// undid, told as `launch` asks. Returns the run's exit status and its report (as `--report`
@@ -449,7 +459,7 @@ pub(crate) type Before<'a> = (&'a GitMeta, usize, &'a [String]);
 pub(crate) fn conclude(
     config: &RunConfig,
     launch: &Launch,
-    (git, git_limit, unmade): Before<'_>,
+    (git, git_limit, unmade, env_withheld): Before<'_>,
     result: Result<backend::RunOutcome, backend::RunError>,
     refused: Vec<Violation>,
     undone: cordon_sandbox::UndoReport,
@@ -515,6 +525,7 @@ pub(crate) fn conclude(
     let report = tell_what_happened(
         &blocked,
         weaker,
+        env_withheld,
         end,
         launch.report.as_deref(),
         launch.report_only,
@@ -578,6 +589,50 @@ pub fn undo_failed_code(blocked: &[Violation]) -> Option<u8> {
     Some(cordon_sandbox::exit::UNDO_FAILED)
 }
 
+/// Names shown at most in the line about withheld variables.
+const WITHHELD_SHOWN: usize = 8;
+
+/// How the names of tools' settings end, named first among what was withheld.
+const SETTING_ENDS: &[&str] = &[
+    "_HOME", "_ROOT", "_DIR", "_PATH", "_PREFIX", "_CONFIG", "_FILE", "_OPTS", "_OPTIONS", "_FLAGS",
+];
+
+/// The line that names the variables a failed command did not get, if it did not get any:
+/// those named as a tool's setting (`FOO_HOME`, `BAR_OPTS`) first, those that look like
+/// credentials last; never a value.
+fn withheld_note(withheld: &[String]) -> Option<String> {
+    // `_`: the last program the shell ran, which it sets for every command.
+    let withheld: Vec<&String> = withheld.iter().filter(|n| *n != "_").collect();
+    if withheld.is_empty() {
+        return None;
+    }
+    let mut names = withheld.clone();
+    names.sort_by_key(|n| {
+        if cordon_sandbox::env::credential_sign(n, "").is_some() {
+            2
+        } else if SETTING_ENDS.iter().any(|end| n.ends_with(end)) {
+            0
+        } else {
+            1
+        }
+    });
+    let mut shown: Vec<&str> = names
+        .iter()
+        .take(WITHHELD_SHOWN)
+        .map(|n| n.as_str())
+        .collect();
+    if names.len() > WITHHELD_SHOWN {
+        shown.push("…");
+    }
+    Some(format!(
+        "the command failed; {} variable{} of this environment {} withheld from it: {} (--keep-env NAME passes one; `cordon explain` says why each)",
+        withheld.len(),
+        if withheld.len() == 1 { "" } else { "s" },
+        if withheld.len() == 1 { "was" } else { "were" },
+        shown.join(", ")
+    ))
+}
+
 /// How a run ended, on any backend, as `--report` gives it.
 #[derive(Debug)]
 pub struct End {
@@ -604,9 +659,14 @@ impl End {
 
 /// After a run, on any backend: what the sandbox blocked, in a marked block on stderr, and
 /// with `--report`, the same with the outcome as JSON. Returns that JSON.
+///
+/// The variables withheld from the command are all in the JSON, by name. On stderr they are
+/// named only when the command failed, where one of them may be why: a line on every run
+/// would name the same twenty variables each time.
 pub fn tell_what_happened(
     blocked: &[Violation],
     weaker: &[String],
+    env_withheld: &[String],
     end: End,
     report: Option<&Path>,
     report_only: bool,
@@ -618,6 +678,14 @@ pub fn tell_what_happened(
         }
         eprintln!("cordon: ----");
     }
+    if end.code != 0
+        && end.error.is_none()
+        && !end.timed_out
+        && !report_only
+        && let Some(line) = withheld_note(env_withheld)
+    {
+        eprintln!("cordon: {line}");
+    }
     let json = serde_json::json!({
         "exit_code": end.code,
         "signal": end.signal,
@@ -625,6 +693,7 @@ pub fn tell_what_happened(
         "setup_error": end.error,
         "weaker": weaker,
         "blocked": blocked,
+        "env_withheld": env_withheld,
     });
     if let Some(path) = report {
         let mut text = serde_json::to_vec_pretty(&json)?;
@@ -637,4 +706,30 @@ pub fn tell_what_happened(
         written.with_context(|| format!("--report {}: cannot write the report", path.display()))?;
     }
     Ok(json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tool's setting is named before what looks like a credential, the list stops after a
+    /// few names, and the shell's `_` is left out.
+    #[test]
+    fn the_withheld_line_names_likely_settings_first() {
+        let names = |l: &[&str]| l.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(withheld_note(&names(&["_"])), None);
+        assert_eq!(withheld_note(&[]), None);
+        let line = withheld_note(&names(&["AWS_PROFILE", "CARGO_PKG_NAME", "FOO_ROOT", "_"]))
+            .expect("a line");
+        assert!(
+            line.contains(
+                "3 variables of this environment were withheld from it: FOO_ROOT, CARGO_PKG_NAME, AWS_PROFILE ("
+            ),
+            "{line}"
+        );
+        let many: Vec<String> = (0..20).map(|i| format!("V{i:02}")).collect();
+        let line = withheld_note(&many).expect("a line");
+        assert!(line.contains("V07, …"), "{line}");
+        assert!(!line.contains("V08"), "{line}");
+    }
 }

@@ -261,7 +261,12 @@ impl Started {
             sandbox.disarm(self.armed);
         }
         let p = &self.prepared;
-        let before = (&p.git, p.git_limit, p.unmade.as_slice());
+        let before = (
+            &p.git,
+            p.git_limit,
+            p.unmade.as_slice(),
+            p.env_withheld.as_slice(),
+        );
         conclude(
             &self.config,
             &self.launch,

@@ -84,7 +84,11 @@ pub struct NetworkTable {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvTable {
+    /// Variables passed besides the built-in allowlist: a name passes whatever it holds, a
+    /// pattern with `*` only what does not look like a credential.
     pub keep: Option<Vec<String>>,
+    /// Variables withheld even where the allowlist or a `keep` pattern would pass them:
+    /// patterns with `*`, case ignored.
     pub deny: Option<Vec<String>>,
 }
 

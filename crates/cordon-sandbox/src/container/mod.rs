@@ -18,6 +18,7 @@ pub use parse::{
     Mount, PullFault, classify_pull_failure, parse_env, parse_flags, parse_mounts, parse_ports,
 };
 
+use crate::env::{EnvRules, Place};
 use crate::{NetworkMode, SandboxSpec};
 
 /// The engine that runs the container.
@@ -118,8 +119,9 @@ pub struct Options {
     pub ports: Vec<String>,
     /// Pass the model providers' API keys in (see [`API_KEYS`]).
     pub pass_api_keys: bool,
-    /// Variables to pass in besides the allow list (`--keep-env`).
-    pub keep_env: Vec<String>,
+    /// What the user keeps besides the shared allowlist (`--keep-env`) and withholds from it
+    /// (`--deny-env`); see [`crate::env`].
+    pub env_rules: EnvRules,
     /// Forward the SSH agent when `SSH_AUTH_SOCK` is set.
     pub ssh_agent: bool,
     /// With allowed domains (`NetworkMode::Proxy`): what the program is told about cordon's
@@ -288,29 +290,6 @@ pub const HOME_FILES: &[&str] = &[
     ".ssh/known_hosts",
 ];
 
-/// Variables passed in from the launcher: terminal and locale settings, and proxy settings.
-pub const PASSED_VARS: &[&str] = &[
-    "TERM",
-    "COLORTERM",
-    "TERM_PROGRAM",
-    "LANG",
-    "LANGUAGE",
-    "TZ",
-    "NO_COLOR",
-    "FORCE_COLOR",
-    "CLICOLOR",
-    "COLUMNS",
-    "LINES",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "all_proxy",
-];
-
 /// The model providers' API keys, passed only when the user opts in.
 pub const API_KEYS: &[&str] = &[
     "ANTHROPIC_API_KEY",
@@ -343,6 +322,8 @@ pub struct Invocation {
     pub secret_env: Vec<(String, String)>,
     /// Things the user should know (a forwarding that could not be set up).
     pub warnings: Vec<String>,
+    /// The launcher's variables not passed in, by name.
+    pub env_withheld: Vec<String>,
 }
 
 impl Invocation {
@@ -669,19 +650,27 @@ pub fn build(
         }
     }
 
-    // The environment: an allow list, never the launcher's whole environment.
-    let mut env: Vec<(String, String)> = Vec::new();
-    for (k, v) in &host.env {
-        // The allow list's own names (a proxy with a password in its URL) are filtered as
-        // on every other backend; what the user asks for by name passes.
-        let allowed = (PASSED_VARS.contains(&k.as_str()) || k.starts_with("LC_"))
-            && !crate::spec::is_secret(k, v);
-        let passed = allowed
-            || (options.pass_api_keys && API_KEYS.contains(&k.as_str()))
-            || options.keep_env.contains(k);
-        if passed {
-            env.push((k.clone(), v.clone()));
-        }
+    // The environment: the shared allowlist's entries that mean the same in an image (see
+    // `crate::env`), never the launcher's whole environment.
+    let sorted = options.env_rules.sort(
+        host.env
+            .iter()
+            .filter(|(k, _)| {
+                // Asked for by name with --pass-api-keys: passed whatever the list says.
+                !(options.pass_api_keys && API_KEYS.contains(&k.as_str()))
+            })
+            .cloned(),
+        Place::Image,
+    );
+    let env_withheld = sorted.withheld();
+    let mut env = sorted.env;
+    if options.pass_api_keys {
+        env.extend(
+            host.env
+                .iter()
+                .filter(|(k, _)| API_KEYS.contains(&k.as_str()))
+                .cloned(),
+        );
     }
     env.push(("HOME".into(), text(&container_home)?.to_string()));
     env.push(("GIT_DISCOVERY_ACROSS_FILESYSTEM".into(), "1".into()));
@@ -692,7 +681,7 @@ pub fn build(
     env.extend(options.env.iter().cloned());
     env.push(("CORDON_SANDBOX".into(), options.name.clone()));
     for (k, v) in env {
-        if crate::spec::is_secret(&k, &v) || API_KEYS.contains(&k.as_str()) {
+        if crate::env::is_secret(&k, &v) || API_KEYS.contains(&k.as_str()) {
             args.extend(["-e".into(), k.clone()]);
             secret_env.push((k, v));
         } else {
@@ -737,6 +726,7 @@ pub fn build(
         args,
         secret_env,
         warnings,
+        env_withheld,
     })
 }
 

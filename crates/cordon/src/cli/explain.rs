@@ -1,5 +1,6 @@
 //! `cordon explain -- CMD…`: what `cordon run` would do with a command, without running it —
-//! the policy's decision and the rule behind it, then the sandbox it would get.
+//! the policy's decision and the rule behind it, then the sandbox it would get, and what of
+//! this environment it would get (names and reasons, never values).
 
 use clap::Args;
 use serde_json::json;
@@ -57,6 +58,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
     let (outcome, placement) =
         decider.decide_command(&command, false, args.policy.config().options());
     let net = net_summary(&config, &args.run.publish);
+    let env = env_summary(&config, &backend)?;
     let report = json!({
         "command": command,
         "policy": outcome,
@@ -70,6 +72,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         "readable_again": reopened,
         "unix_sockets": unix_sockets,
         "network": net,
+        "env": env,
         "timeout_seconds": timeout.map(|t| t.as_secs_f64()),
     });
     if args.json {
@@ -120,7 +123,66 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
             println!("{title} {}", items.join(", "));
         }
     }
+    // Names and reasons only, the names that share a reason on one line: a value is never
+    // printed.
+    for (title, key) in [
+        ("environment: kept", "kept"),
+        ("environment: withheld", "withheld"),
+    ] {
+        let items = env[key].as_array().cloned().unwrap_or_default();
+        println!("{title} ({}):", items.len());
+        let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
+        for i in &items {
+            let (name, why) = (
+                i["name"].as_str().unwrap_or_default(),
+                i["why"].as_str().unwrap_or_default(),
+            );
+            match reasons.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, names)) => names.push(name),
+                None => reasons.push((why, vec![name])),
+            }
+        }
+        for (why, names) in reasons {
+            println!("  {}: {why}", names.join(", "));
+        }
+    }
+    if let Some(set) = env["set_by_cordon"].as_str() {
+        println!("environment: set by cordon: {set}");
+    }
     Ok(0)
+}
+
+/// What of this environment a run would pass, and why, by name: never a value.
+fn env_summary(
+    config: &RunConfig,
+    backend: &cordon_app::run::backend::BackendChoice,
+) -> anyhow::Result<serde_json::Value> {
+    let sorted = config
+        .env_rules()?
+        .sort(cordon_app::run::launch_environment(), backend.env_place());
+    let mut judged = sorted.judged;
+    judged.sort_by(|a, b| a.name.cmp(&b.name));
+    let list = |kept: bool| -> Vec<serde_json::Value> {
+        judged
+            .iter()
+            .filter(|j| j.kept == kept)
+            .map(|j| json!({"name": j.name, "why": j.why}))
+            .collect()
+    };
+    let mut set = vec![match backend.env_place() {
+        cordon_app::run::backend::Place::Host => "TMPDIR (a private directory of the run's)",
+        cordon_app::run::backend::Place::Image => {
+            "HOME (the container's or pod's own); in a container, CORDON_SANDBOX (its name)"
+        }
+    }];
+    if config.net.any_allowed() {
+        set.push("HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY and their kin (cordon's proxy)");
+    }
+    Ok(json!({
+        "kept": list(true),
+        "withheld": list(false),
+        "set_by_cordon": set.join("; "),
+    }))
 }
 
 /// The run's network as `cordon explain` tells it.

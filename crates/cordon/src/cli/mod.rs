@@ -68,8 +68,9 @@ enum Command {
         file: PathBuf,
     },
     /// What `cordon run` would do with a command, without running it: the policy's decision
-    /// and rule, what it may read and write, which hosts it may reach, and the backend. Takes
-    /// the flags of `check` and `run`.
+    /// and rule, what it may read and write, which hosts it may reach, which variables of this
+    /// environment it would get and which not (by name, with why), and the backend. Takes the
+    /// flags of `check` and `run`.
     #[cfg(unix)]
     Explain(Box<explain::ExplainArgs>),
     #[cfg(unix)]

@@ -12,10 +12,10 @@ use super::stderr;
 
 /// busybox with the host's bash beside it: cordon runs the command lines it decided only with
 /// bash (`cordon_sandbox::shell`), in a container too.
-pub const IMAGE: &str = "cordon-test-busybox:2";
+pub const IMAGE: &str = "cordon-test-busybox:3";
 
 /// busybox alone: an image without bash.
-pub const NO_BASH_IMAGE: &str = "cordon-test-busybox-nobash:1";
+pub const NO_BASH_IMAGE: &str = "cordon-test-busybox-nobash:2";
 
 pub fn skip(why: &str) {
     assert!(
@@ -170,7 +170,14 @@ fn import_image(engine: Eng, image: &str, bash: bool) -> Result<(), String> {
         .map_err(|e| format!("tar: {e}"))?;
     let import = engine
         .command(None)
-        .args(["import", "-", image])
+        // A `PATH` of its own, as every real image has: a pod gets none from this machine.
+        .args([
+            "import",
+            "--change",
+            "ENV PATH=/usr/local/bin:/usr/bin:/bin",
+            "-",
+            image,
+        ])
         .stdin(tar.stdout.expect("tar's output"))
         .output()
         .map_err(|e| e.to_string())?;

@@ -192,6 +192,7 @@ impl Sandbox {
                 "setup_error": exited["setup_error"],
                 "weaker": exited["weaker"],
                 "blocked": exited["violations"],
+                "env_withheld": exited["env_withheld"],
             });
             std::fs::write(file, report.to_string()).expect("write the report");
         }

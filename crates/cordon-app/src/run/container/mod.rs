@@ -492,7 +492,7 @@ pub fn run_container(
         flags: extra_flags,
         ports,
         pass_api_keys: flags.pass_api_keys,
-        keep_env: run.config.keep_env.clone(),
+        env_rules: run.config.env_rules()?,
         ssh_agent,
         empty_dir,
         user_files: None,
@@ -521,9 +521,7 @@ pub fn run_container(
         settings_dir: crate::user_policy_dir()
             .and_then(|p| p.parent().map(Path::to_path_buf))
             .filter(|d| d.is_dir()),
-        env: std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-            .collect(),
+        env: super::launch_environment().collect(),
         tty: std::io::stdin().is_terminal(),
         rootless: engine == Engine::Podman && !dry_run && podman_rootless(&program),
         kinds: Vec::new(),
@@ -622,7 +620,14 @@ pub fn run_container(
     for w in run.weaker {
         eprintln!("cordon: warning: {w}");
     }
-    super::tell_what_happened(&blocked, run.weaker, end, run.report, false)?;
+    super::tell_what_happened(
+        &blocked,
+        run.weaker,
+        &invocation.env_withheld,
+        end,
+        run.report,
+        false,
+    )?;
     Ok(code)
 }
 

@@ -51,11 +51,14 @@ pub struct SandboxFlags {
     /// others; datagram Unix sockets stay refused.
     #[arg(long = "allow-unix-socket", value_name = "PATH")]
     allow_unix_socket: Vec<PathBuf>,
-    /// Pass this variable even though its name or value looks like a credential (repeatable).
+    /// Pass this variable besides the built-in allowlist (`cordon explain` lists what passes
+    /// and why): a name passes whatever it holds, even a credential; a pattern with `*`
+    /// (`MYCORP_*`, `*` for everything) passes only what does not look like one (repeatable).
     #[arg(long = "keep-env", value_name = "NAME")]
     keep_env: Vec<String>,
-    /// Also withhold variables whose name matches this pattern (`*` for any characters, case
-    /// ignored), e.g. `MYCORP_*` (repeatable).
+    /// Withhold variables whose name matches this pattern (`*` for any characters, case
+    /// ignored), e.g. `MYCORP_*`, even those the allowlist or a `--keep-env` pattern passes
+    /// (repeatable).
     #[arg(long = "deny-env", value_name = "PATTERN")]
     deny_env: Vec<String>,
     /// Most processes (and threads) the command may have at once; stops fork bombs
