@@ -437,6 +437,46 @@ fn leaves_no(
     })
 }
 
+/// Socket pairs of every Unix type, and `sendto`, `sendmsg` (with a descriptor) and
+/// `sendmmsg` from each to the path in `argv[1]`; prints what the pairs were, then `tried`.
+const PAIR_DATAGRAMS: &str = r#"
+import ctypes, os, socket, sys, array
+path = sys.argv[1]
+libc = ctypes.CDLL(None, use_errno=True)
+class Iov(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+class Msg(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32), ("iov", ctypes.POINTER(Iov)),
+                ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+class MMsg(ctypes.Structure):
+    _fields_ = [("hdr", Msg), ("len", ctypes.c_uint)]
+def sendmmsg(s):
+    raw = path.encode()
+    addr = ctypes.create_string_buffer(b"\x01\x00" + raw + b"\x00")
+    data = ctypes.create_string_buffer(b"x")
+    iov = Iov(ctypes.cast(data, ctypes.c_void_p), 1)
+    m = MMsg(Msg(ctypes.cast(addr, ctypes.c_void_p), 2 + len(raw) + 1, ctypes.pointer(iov), 1, None, 0, 0), 0)
+    libc.sendmmsg(s.fileno(), ctypes.byref(m), 1, 0)
+made = []
+for kind in (socket.SOCK_DGRAM, socket.SOCK_RAW, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC,
+             socket.SOCK_DGRAM | socket.SOCK_NONBLOCK, socket.SOCK_SEQPACKET, socket.SOCK_STREAM):
+    try:
+        a, b = socket.socketpair(socket.AF_UNIX, kind)
+    except OSError as e:
+        made.append("%d:refused" % kind)
+        continue
+    made.append("%d:made" % kind)
+    for send in (lambda: a.sendto(b"x", path),
+                 lambda: a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0]))], 0, path),
+                 lambda: sendmmsg(a)):
+        try:
+            send()
+        except OSError:
+            pass
+print(" ".join(made), "tried")
+"#;
+
 fn attempts() -> Vec<Attempt> {
     let mut all = vec![
         // ---- writes outside the workspace ----
@@ -1706,6 +1746,32 @@ print('LISTENER' if fd >= 0 else 'refused %d' % ctypes.get_errno())"#,
             }
             lacks(&o, "LISTENER")
         }),
+        attempt(
+            "send datagrams and descriptors to a host Unix socket from a socket pair",
+            |sb| {
+                // No Unix socket is allowed, so `socket(AF_UNIX)` is refused; a socket pair
+                // of every type, each send call with an address, SCM_RIGHTS among them.
+                let host = visible_dir();
+                let sock = host.path().join("journal.sock");
+                let receiver = std::os::unix::net::UnixDatagram::bind(&sock).expect("bind");
+                receiver.set_nonblocking(true).expect("nonblocking");
+                let o = sb.run(&[
+                    "--",
+                    "python3",
+                    "-c",
+                    PAIR_DATAGRAMS,
+                    &sock.display().to_string(),
+                ]);
+                if !stdout(&o).contains("tried") {
+                    return Err(format!("the command did not run: {}", stderr(&o)));
+                }
+                let mut buf = [0u8; 8];
+                match receiver.recv(&mut buf) {
+                    Ok(_) => Err(format!("the host socket got a datagram: {}", stdout(&o))),
+                    Err(_) => Ok(()),
+                }
+            },
+        ),
         attempt(
             "send a datagram to a host Unix socket while another is allowed",
             |sb| {

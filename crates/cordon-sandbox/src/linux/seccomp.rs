@@ -236,22 +236,24 @@ pub fn build(allow_unix: bool, extra: Extra) -> Result<BpfProgram, String> {
             .collect::<Result<Vec<_>, _>>()?
     };
     let mut socket_rules = socket_rules;
+    // A datagram Unix socket sends to a path given with each message (`sendto`, `sendmsg`),
+    // a lookup `connect`'s supervisor never sees; even a connected pair's does, so a
+    // `socketpair` is enough to reach every datagram socket the view shows (journald,
+    // syslog) and pass it descriptors. Stream and sequenced-packet sockets ignore or refuse
+    // such an address, so those stay: pipes between a program's own processes need them.
+    let datagram = || -> Result<SeccompRule, String> {
+        rule(vec![
+            cond(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
+            cond(
+                1,
+                SeccompCmpOp::MaskedEq(DATAGRAM_TYPES_MASK),
+                libc::SOCK_DGRAM as u64,
+            )?,
+        ])
+    };
+    add(libc::SYS_socketpair, vec![datagram()?]);
     if allow_unix {
-        // A datagram Unix socket sends to a path given with each message (`sendto`,
-        // `sendmsg`), a lookup `connect`'s supervisor never sees; even a connected pair's
-        // does. Stream and sequenced-packet sockets ignore or refuse such an address.
-        let datagram = || -> Result<SeccompRule, String> {
-            rule(vec![
-                cond(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
-                cond(
-                    1,
-                    SeccompCmpOp::MaskedEq(DATAGRAM_TYPES_MASK),
-                    libc::SOCK_DGRAM as u64,
-                )?,
-            ])
-        };
         socket_rules.push(datagram()?);
-        add(libc::SYS_socketpair, vec![datagram()?]);
         // A filter of the command's own with a listener would be asked about `connect`
         // before the supervisor's (the newest filter's notification wins) and could let it
         // through. The kernel allows one listener per process tree already; this says so.
