@@ -56,6 +56,16 @@ pub fn user_policy_dir() -> Option<PathBuf> {
     Some(base.join("cordon").join("policies"))
 }
 
+/// `$XDG_STATE_HOME/cordon` or `~/.local/state/cordon`: cordon's own state (its guard
+/// journal), kept read-only in every sandbox as its settings are.
+pub fn user_state_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
+    Some(base.join("cordon"))
+}
+
 /// What kind of JSON value `v` is, as a message says it ("an array", "a string").
 pub fn json_kind(v: &serde_json::Value) -> &'static str {
     use serde_json::Value;

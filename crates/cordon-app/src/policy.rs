@@ -47,14 +47,15 @@ fn admin_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/etc/cordon/policies"))
 }
 
-/// cordon's own settings and policy directories (the user's and the administrator's): a
-/// sandboxed command must not rewrite the rules it runs under, even where it may write around
-/// them.
+/// cordon's own settings and policy directories (the user's and the administrator's) and its
+/// state (the guard journal): a sandboxed command must not rewrite the rules it runs under, or
+/// what undoes its plants, even where it may write around them.
 pub fn own_settings_dirs() -> Vec<PathBuf> {
     user_policy_dir()
         .into_iter()
         .chain([admin_dir()])
         .filter_map(|policies| policies.parent().map(Path::to_path_buf))
+        .chain(crate::user_state_dir())
         .collect()
 }
 

@@ -14,6 +14,8 @@ pub mod env;
 pub mod gitmeta;
 #[cfg(target_os = "linux")]
 pub mod handoff;
+#[cfg(unix)]
+pub mod journal;
 pub mod kubernetes;
 #[cfg(unix)]
 pub mod pattern;

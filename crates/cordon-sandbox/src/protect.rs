@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::beneath::{Kind, Root};
 use crate::gitmeta::{self, GitMeta};
+use crate::journal::{Entry, EntryName};
 
 /// Names that run code or change an agent's permissions the next time something starts:
 /// shell start-up files, git's config and hooks, editor task folders, agent settings.
@@ -232,9 +233,13 @@ pub struct RunGuard {
     /// The git metadata found before the run (what it held), and how far to search after it.
     git: GitMeta,
     git_limit: usize,
+    /// Its record in cordon's guard journal, once entered ([`crate::journal`]): then the undo
+    /// follows the journal's rules for runs that overlap.
+    entry: Option<Entry>,
 }
 
-/// A [`RunGuard`] less its open directories (which go alongside, as descriptors).
+/// A [`RunGuard`] less its open directories (which go alongside, as descriptors, then the
+/// lock of its journal entry if it has one).
 #[derive(Debug, Serialize, Deserialize)]
 pub struct GuardRecord {
     roots: Vec<PathBuf>,
@@ -243,6 +248,15 @@ pub struct GuardRecord {
     repo_existed: [bool; 4],
     git: GitMeta,
     git_limit: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    entry: Option<EntryName>,
+}
+
+impl GuardRecord {
+    /// The writable places guarded.
+    pub(crate) fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
 }
 
 /// Something the guard removed after a run, and why.
@@ -271,6 +285,9 @@ pub struct UndoReport {
     pub failed: Vec<NotUndone>,
     /// How the check after the run fell short of what was asked.
     pub weaker: Vec<String>,
+    /// Nothing was undone yet: runs overlapping this one are still going, and the last of
+    /// them to end undoes what this one planted ([`crate::journal`]).
+    pub deferred: bool,
 }
 
 impl UndoReport {
@@ -383,6 +400,69 @@ impl RunGuard {
             repo,
             git: git.clone(),
             git_limit,
+            entry: None,
+        }
+    }
+
+    /// Keeps this guard's journal entry: its undo then follows the journal's rules.
+    pub(crate) fn set_entry(&mut self, entry: Entry) {
+        self.entry = Some(entry);
+    }
+
+    /// The writable places guarded, as their paths.
+    pub(crate) fn root_paths(&self) -> Vec<PathBuf> {
+        self.roots.iter().map(|r| r.path().to_path_buf()).collect()
+    }
+
+    /// The guard `record` describes, its places opened again by path, each of which must be
+    /// the directory `ids` (device, inode) names: one that is not (replaced, or gone) has
+    /// nothing undone under it, and a replaced one is said.
+    pub(crate) fn reopen(record: &GuardRecord, ids: &[(u64, u64)]) -> RunGuard {
+        let mut roots = Vec::new();
+        let mut unopened = record.unopened.clone();
+        let mut index = Vec::new();
+        for (i, path) in record.roots.iter().enumerate() {
+            let opened = Root::open(path).and_then(|r| {
+                let st = rustix::fs::fstat(r.fd())?;
+                if Some(&(st.st_dev, st.st_ino)) == ids.get(i) {
+                    Ok(r)
+                } else {
+                    Err(std::io::Error::other(
+                        "it is no longer the directory the run had: nothing it left there was undone",
+                    ))
+                }
+            });
+            match opened {
+                Ok(r) => {
+                    index.push(Some(roots.len()));
+                    roots.push(r);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => index.push(None),
+                Err(e) => {
+                    index.push(None);
+                    unopened.push((path.clone(), e.to_string()));
+                }
+            }
+        }
+        let absent = record
+            .absent
+            .iter()
+            .filter_map(|(i, rel)| Some((index.get(*i).copied().flatten()?, rel.clone())))
+            .collect();
+        // The bare-repository check is of the first place, the working directory.
+        let existed = if index.first().copied().flatten() == Some(0) {
+            record.repo_existed
+        } else {
+            [true; 4]
+        };
+        RunGuard {
+            roots,
+            unopened,
+            absent,
+            repo: PlantedRepoGuard { existed },
+            git: record.git.clone(),
+            git_limit: record.git_limit,
+            entry: None,
         }
     }
 
@@ -390,6 +470,7 @@ impl RunGuard {
     /// [`GuardRecord`]'s roots: for a process that undoes the run should this one die first
     /// ([`RunGuard::from_record`]).
     pub fn to_record(&self) -> (GuardRecord, Vec<BorrowedFd<'_>>) {
+        let entry = self.entry.as_ref().map(Entry::handed);
         let record = GuardRecord {
             roots: self.roots.iter().map(|r| r.path().to_path_buf()).collect(),
             unopened: self.unopened.clone(),
@@ -397,19 +478,36 @@ impl RunGuard {
             repo_existed: self.repo.existed,
             git: self.git.clone(),
             git_limit: self.git_limit,
+            entry: entry.as_ref().map(|(name, _)| name.clone()),
         };
-        (record, self.roots.iter().map(Root::fd).collect())
+        let fds = self
+            .roots
+            .iter()
+            .map(Root::fd)
+            .chain(entry.map(|(_, lock)| lock))
+            .collect();
+        (record, fds)
     }
 
     /// The guard [`RunGuard::to_record`] described, with its directories as received.
-    pub fn from_record(record: GuardRecord, fds: Vec<OwnedFd>) -> std::io::Result<RunGuard> {
-        if fds.len() != record.roots.len() {
+    pub fn from_record(record: GuardRecord, mut fds: Vec<OwnedFd>) -> std::io::Result<RunGuard> {
+        let want = record.roots.len() + usize::from(record.entry.is_some());
+        if fds.len() != want {
             return Err(std::io::Error::other(format!(
-                "{} directories came for a guard of {}",
+                "{} descriptors came for a guard of {} directories{}",
                 fds.len(),
-                record.roots.len()
+                record.roots.len(),
+                if record.entry.is_some() {
+                    " and its journal entry"
+                } else {
+                    ""
+                }
             )));
         }
+        let entry = match record.entry {
+            Some(name) => fds.pop().map(|lock| Entry::taken(name, lock)),
+            None => None,
+        };
         let roots = record
             .roots
             .into_iter()
@@ -424,11 +522,22 @@ impl RunGuard {
             },
             git: record.git,
             git_limit: record.git_limit,
+            entry,
         })
     }
 
-    /// Removes what the run planted; says what it removed and what it could not.
+    /// After the run, once nothing of it is left running: removes what it planted and says
+    /// what it removed and what it could not; or, where the guard is in cordon's journal and
+    /// runs overlapping it are still going, leaves that to the last of them (`deferred`).
     pub fn undo(&self) -> UndoReport {
+        match &self.entry {
+            Some(entry) => entry.leave(self),
+            None => self.undo_now(),
+        }
+    }
+
+    /// Removes what the run planted, now.
+    pub(crate) fn undo_now(&self) -> UndoReport {
         let mut report = UndoReport::default();
         for (path, error) in &self.unopened {
             report.failed.push(NotUndone {

@@ -457,8 +457,17 @@ fn doctor_reports_each_mechanism_and_agrees_with_run() {
             "Unix sockets",
             "cgroups",
             "settings",
-            "configured"
+            "configured",
+            "shell",
+            "guards"
         ]
+    );
+    // Which shell runs command lines: this machine's bash, the grammar the policy reads.
+    let shell = list.iter().find(|m| m["name"] == "shell").expect("shell");
+    assert_eq!(shell["available"], true, "{shell}");
+    assert!(
+        shell["detail"].as_str().is_some_and(|d| d.contains("bash")),
+        "{shell}"
     );
     let missing_required = list
         .iter()

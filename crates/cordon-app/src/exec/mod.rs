@@ -280,6 +280,9 @@ impl Runner {
     /// Every run reads its settings from `sources` as it starts, so that edited settings
     /// apply to the next run, and is enforced by `backend`.
     pub fn new(sources: Sources, backend: BackendChoice) -> std::io::Result<Runner> {
+        // What runs killed with their cordon left (a session killed whole), undone before
+        // this session runs anything.
+        crate::run::journal::sweep();
         Ok(Runner {
             sources,
             backend,

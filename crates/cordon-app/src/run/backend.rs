@@ -248,6 +248,8 @@ pub struct Elsewhere<'a> {
     pub worker: Option<&'a super::container::Worker>,
     /// The launcher's variables not in `spec.env`, by name.
     pub env_withheld: &'a [String],
+    /// cordon's guard journal, held, for a run guarded after it (Seatbelt).
+    pub journal: Option<&'a cordon_sandbox::journal::Held<'a>>,
 }
 
 /// Runs (or, with `--dry-run`, shows) the spec on any backend but a real Linux run, and
@@ -423,13 +425,18 @@ fn run_seatbelt(
     for w in &weaker {
         eprintln!("cordon:   - {w}");
     }
-    let guard = RunGuard::before(
+    let mut guard = RunGuard::before(
         &spec.cwd,
         &spec.writable,
         run.own_settings,
         run.git,
         run.git_limit,
     );
+    let mut not_entered = Vec::new();
+    super::journal::enter(run.journal, &mut guard, &mut not_entered);
+    for w in &not_entered {
+        eprintln!("cordon:   - {w}");
+    }
     let result = seatbelt::run(
         spec,
         profile,

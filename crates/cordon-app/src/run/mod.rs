@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod container;
+pub mod journal;
 pub mod kubernetes;
 #[cfg(target_os = "linux")]
 pub mod warm;
@@ -134,10 +135,21 @@ pub fn run(sources: &Sources, mut launch: Launch) -> anyhow::Result<u8> {
     if launch.program.is_empty() {
         bail!("give a command after `--` or a shell string with -c");
     }
+    // A run on this machine is guarded after it (`RunGuard`), through cordon's journal, whose
+    // lock is held from before the plan until the guard is in it.
+    let journal = (!launch.backend.dry_run && !launch.backend.in_image())
+        .then(journal::journal)
+        .flatten();
+    let mut weaker = Vec::new();
+    let held = if launch.backend.dry_run || launch.backend.in_image() {
+        None
+    } else {
+        journal::hold(journal.as_ref(), &mut weaker)?
+    };
     let plan = plan(&config)?;
     plan.warn();
     let _modes = TerminalModes::keep();
-    run_planned(&config, &launch, plan)
+    run_planned(&config, &launch, plan, held, weaker)
 }
 
 /// The modes of the terminal on standard input as the run found them, put back when it ends:
@@ -371,13 +383,24 @@ pub fn launch_environment() -> impl Iterator<Item = (String, String)> {
     std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
 }
 
-fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Result<u8> {
+fn run_planned(
+    config: &RunConfig,
+    launch: &Launch,
+    plan: Plan,
+    held: Option<cordon_sandbox::journal::Held<'_>>,
+    mut weaker: Vec<String>,
+) -> anyhow::Result<u8> {
+    let places: Vec<PathBuf> = std::iter::once(&plan.cwd)
+        .chain(&plan.writable)
+        .cloned()
+        .collect();
+    journal::recover(held.as_ref(), &places);
     let Prepared {
         mut spec,
         wanted,
         groups: _groups,
         made,
-        unmade,
+        mut unmade,
         own_settings,
         git,
         git_limit,
@@ -387,6 +410,7 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
     for w in warnings {
         eprintln!("cordon: warning: {w}");
     }
+    unmade.append(&mut weaker);
     let elsewhere = Elsewhere {
         spec: &spec,
         weaker: &unmade,
@@ -400,12 +424,15 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
         publishes: !launch.publish.is_empty(),
         worker: launch.worker.as_ref(),
         env_withheld: &env_withheld,
+        journal: held.as_ref(),
     };
     tracing::debug!("sandbox spec: {spec:?}");
     if let Some(code) = backend::run_elsewhere(&launch.backend, elsewhere)? {
         return Ok(code);
     }
-    let guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings, &git, git_limit);
+    let mut guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings, &git, git_limit);
+    journal::enter(held.as_ref(), &mut guard, &mut unmade);
+    drop(held);
     // Should this process be killed before it undoes what the run left, a process of its
     // own does it (started before the proxy, so it holds none of the proxy's descriptors).
     let watch = UndoWatch::start(|| guard.undo().say_left_after("`cordon run`"))
@@ -480,6 +507,11 @@ pub(crate) fn conclude(
         .chain(unmade.iter().cloned())
         .collect();
     let weaker = weaker.as_slice();
+    if undone.deferred && !launch.report_only {
+        eprintln!(
+            "cordon: other runs in the same places are still going; what this run planted is undone when the last of them ends"
+        );
+    }
     if !weaker.is_empty() && !launch.report_only {
         eprintln!("cordon: warning: this run is confined less strictly than asked:");
         for w in weaker {

@@ -61,20 +61,43 @@ impl WarmPool {
         launch: &Launch,
         stdio: impl FnOnce() -> std::io::Result<[OwnedFd; 3]>,
     ) -> Option<Started> {
+        // As for a cold run, cordon's guard journal is held from before the plan until the
+        // guard is in it; a journal that cannot be used is said by a cold run.
+        let journal = super::journal::journal();
+        let mut weaker = Vec::new();
+        let held = super::journal::hold(journal.as_ref(), &mut weaker).ok()?;
+        if !weaker.is_empty() {
+            return None;
+        }
         let (config, mut prepared) = planned(sources, launch)?;
         if warm_unsupported(&prepared.spec).is_some() {
             return None;
         }
+        let places: Vec<std::path::PathBuf> = std::iter::once(&prepared.spec.cwd)
+            .chain(&prepared.spec.writable)
+            .cloned()
+            .collect();
+        super::journal::recover(held.as_ref(), &places);
         let kept = self.sandbox_for(&prepared.spec, &mut prepared.made)?;
         let sandbox = kept.sandbox.as_ref().ok()?;
         let spec = &prepared.spec;
-        let guard = RunGuard::before(
+        let mut guard = RunGuard::before(
             &spec.cwd,
             &spec.writable,
             &prepared.own_settings,
             &prepared.git,
             prepared.git_limit,
         );
+        super::journal::enter(held.as_ref(), &mut guard, &mut weaker);
+        drop(held);
+        // Past here a command that does not start takes its guard out of the journal again.
+        let not_started = |guard: RunGuard| {
+            let _ = guard.undo();
+            None
+        };
+        if !weaker.is_empty() {
+            return not_started(guard);
+        }
         // Should this process die before it undoes what the command planted, the sandbox's
         // helper does. A guard it cannot be handed runs cold, where a watcher of its own does.
         let armed = match sandbox.arm(&guard) {
@@ -87,7 +110,7 @@ impl WarmPool {
                 ) {
                     self.forget(&kept);
                 }
-                return None;
+                return not_started(guard);
             }
         };
         let command = WarmCommand {
@@ -97,7 +120,7 @@ impl WarmPool {
         };
         let Ok(stdio) = stdio() else {
             sandbox.disarm(armed);
-            return None;
+            return not_started(guard);
         };
         let run = match sandbox.run(&command, stdio) {
             Ok(run) => run,
@@ -106,7 +129,7 @@ impl WarmPool {
                 // Gone (killed from outside?): the next run with this spec starts another.
                 tracing::debug!("warm sandbox lost, running cold: {e}");
                 self.forget(&kept);
-                return None;
+                return not_started(guard);
             }
         };
         Some(Started {

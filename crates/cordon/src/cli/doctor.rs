@@ -80,6 +80,23 @@ fn configured(found: &[cordon_sandbox::linux::doctor::Mechanism]) -> Vec<Mechani
         }),
         required: false,
     });
+    // What runs killed with every cordon process of theirs left, undone now (said above).
+    let journal = cordon_app::run::journal::journal();
+    let undone = cordon_app::run::journal::sweep();
+    out.push(Mechanism {
+        name: "guards",
+        available: journal.is_some(),
+        detail: match &journal {
+            Some(j) if undone > 0 => format!(
+                "{}: undid what {undone} killed run(s) had left (listed above)",
+                j.dir().display()
+            ),
+            Some(j) => format!("{}: nothing left by killed runs", j.dir().display()),
+            None => "no guard journal (HOME is not set): what a run plants is undone only while a process of it lives".into(),
+        },
+        fix: journal.is_none().then(|| "set HOME".into()),
+        required: false,
+    });
     out
 }
 

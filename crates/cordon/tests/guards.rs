@@ -1,0 +1,402 @@
+//! What a run plants is undone whatever kills cordon, and whatever other run goes on beside it.
+//!
+//! Each test has a workspace under /var/tmp (where `exec` runs warm) and a state directory of
+//! its own (`XDG_STATE_HOME`), so that one test's sweep of cordon's guard journal never takes
+//! another's leftovers. The attempts:
+//! - every process of `cordon exec`'s session killed at once, and the whole process tree of a
+//!   cold run: the next cordon in that directory, or `cordon doctor`, undoes what was planted
+//!   and says so;
+//! - runs side by side in one directory, the planting one ending first or last, two and three
+//!   of them, cold and warm: what any of them planted is gone once the last has ended.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use common::{cordon_bin, stderr};
+use serde_json::{Value, json};
+
+/// Long enough for a loaded CI machine; only reached when cordon is broken.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// What the attempts plant: files that make the next shell, editor or git run something.
+const PLANTED: [&str; 3] = [".bashrc", ".vscode/tasks.json", "sub/.git/hooks/pre-commit"];
+
+/// Plants [`PLANTED`] (in a repository the command makes), then says `planted`.
+const PLANT: &str = "mkdir -p .vscode sub/.git/hooks sub/.git/objects sub/.git/refs; \
+     echo 'ref: refs/heads/main' > sub/.git/HEAD; echo '{}' > .vscode/tasks.json; \
+     echo evil > sub/.git/hooks/pre-commit; echo evil > .bashrc; echo planted";
+
+struct Place {
+    _tmp: tempfile::TempDir,
+    ws: PathBuf,
+    state: PathBuf,
+}
+
+impl Place {
+    /// `None` (after saying why) where this machine cannot run sandboxes.
+    fn new() -> Option<Place> {
+        let tmp = tempfile::tempdir_in("/var/tmp").expect("temp dir");
+        let ws = tmp.path().join("ws");
+        let state = tmp.path().join("state");
+        std::fs::create_dir_all(&ws).expect("mkdir");
+        let p = Place {
+            _tmp: tmp,
+            ws,
+            state,
+        };
+        let probe = p.cordon(&["run", "--", "true"]).output().expect("cordon");
+        if probe.status.success() {
+            return Some(p);
+        }
+        let why = format!("cordon run -- true failed here: {}", stderr(&probe));
+        assert!(
+            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
+            "{why} (CORDON_TEST_NO_SKIP is set)"
+        );
+        eprintln!("skipped: {why}");
+        None
+    }
+
+    fn cordon(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(cordon_bin());
+        cmd.args(args)
+            .current_dir(&self.ws)
+            .env("XDG_STATE_HOME", &self.state)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn planted(&self) -> Vec<&'static str> {
+        PLANTED
+            .into_iter()
+            .filter(|p| std::fs::symlink_metadata(self.ws.join(p)).is_ok())
+            .collect()
+    }
+
+    fn wait_for(&self, name: &str) {
+        let give_up = Instant::now() + PATIENCE;
+        while !self.ws.join(name).exists() {
+            assert!(Instant::now() < give_up, "{name} never came");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// `cordon exec --jsonl` in `place`, started with `pre` (`setsid` for a session of its own).
+struct Exec {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    events: Receiver<Value>,
+}
+
+impl Exec {
+    fn start(place: &Place, env: &[(&str, &str)], own_session: bool) -> Exec {
+        let mut cmd = if own_session {
+            let mut c = Command::new("setsid");
+            c.arg(cordon_bin());
+            c
+        } else {
+            Command::new(cordon_bin())
+        };
+        let mut child = cmd
+            .args(["exec", "--jsonl", "--mode", "yolo"])
+            .current_dir(&place.ws)
+            .env("XDG_STATE_HOME", &place.state)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start cordon exec");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, events) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        Exec {
+            stdin: child.stdin.take(),
+            child,
+            events,
+        }
+    }
+
+    fn run(&mut self, id: &str, command: &str) {
+        let request = json!({"type": "run", "id": id, "command": command});
+        let stdin = self.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{request}").expect("send");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next event of `kind` for `id` (others are dropped).
+    fn wait(&mut self, kind: &str, id: &str) -> Value {
+        let give_up = Instant::now() + PATIENCE;
+        loop {
+            let left = give_up.saturating_duration_since(Instant::now());
+            let v = self
+                .events
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {kind} event for {id}"));
+            if v["type"] == kind && v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// Waits until `id` has written `text`.
+    fn wait_output(&mut self, id: &str, text: &str) {
+        let mut seen = String::new();
+        while !seen.contains(text) {
+            seen.push_str(self.wait("output", id)["data"].as_str().unwrap_or_default());
+        }
+    }
+}
+
+impl Drop for Exec {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every process whose parent chain leads to `root`, `root` first.
+fn tree(root: u32) -> Vec<u32> {
+    let mut parent: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // The fields after the command name, which is in parentheses and may hold spaces.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
+            parent.insert(pid, ppid);
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parent.iter().filter(|(_, pp)| **pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
+fn signal(sig: &str, pids: &[u32]) {
+    if pids.is_empty() {
+        return;
+    }
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .args(pids.iter().map(u32::to_string))
+        .status();
+}
+
+fn gone(pids: &[u32]) -> bool {
+    pids.iter()
+        .all(|p| !Path::new(&format!("/proc/{p}")).exists() || is_zombie(*p))
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// Kills `pids` at once (stopped first, so that none acts on the others' deaths) and waits
+/// until they are gone.
+fn kill_all(pids: &[u32]) {
+    signal("STOP", pids);
+    signal("KILL", pids);
+    let give_up = Instant::now() + PATIENCE;
+    while !gone(pids) {
+        assert!(Instant::now() < give_up, "processes outlived SIGKILL");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A warm command plants and sleeps; SIGKILL reaches every process of `cordon exec`'s session
+/// at once (exec and the warm sandbox's helper: what a closing terminal or an agent's
+/// supervisor does). Nothing of cordon is left to undo; the next `cordon run` in the
+/// directory does, and says so.
+#[test]
+fn a_killed_session_leaves_nothing_once_cordon_runs_there_again() {
+    let Some(place) = Place::new() else { return };
+    let mut exec = Exec::start(&place, &[], true);
+    exec.run("plant", &format!("{PLANT}; exec sleep 876542"));
+    exec.wait_output("plant", "planted");
+    // `setsid` made exec the leader of a session of its own.
+    let members = session_members(exec.child.id());
+    assert!(members.len() >= 2, "exec and its helper: {members:?}");
+    kill_all(&members);
+    let _ = exec.child.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        place.planted(),
+        PLANTED,
+        "something undid the plants with every cordon process killed (the test needs it not to)"
+    );
+    let next = place
+        .cordon(&["run", "--", "true"])
+        .output()
+        .expect("cordon run");
+    assert!(next.status.success(), "{}", stderr(&next));
+    assert!(
+        stderr(&next).contains("ended before its clean-up"),
+        "the next run did not say what it undid: {}",
+        stderr(&next)
+    );
+    assert!(place.planted().is_empty(), "left: {:?}", place.planted());
+    assert!(
+        place.ws.join("sub/.git/HEAD").exists(),
+        "more than the hook was removed"
+    );
+}
+
+/// The processes of session `sid`.
+fn session_members(sid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        if rest.split_whitespace().nth(3).and_then(|s| s.parse().ok()) == Some(sid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A cold run (`CORDON_NO_WARM=1`) plants and sleeps; its whole process tree is killed at
+/// once, the watcher that would undo it included. `cordon doctor` undoes it and says so.
+#[test]
+fn a_killed_tree_leaves_nothing_once_doctor_runs() {
+    let Some(place) = Place::new() else { return };
+    let mut exec = Exec::start(&place, &[("CORDON_NO_WARM", "1")], false);
+    exec.run("plant", &format!("{PLANT}; exec sleep 876543"));
+    exec.wait_output("plant", "planted");
+    let pids = tree(exec.child.id());
+    assert!(pids.len() >= 3, "exec, cordon run, its watcher: {pids:?}");
+    kill_all(&pids);
+    let _ = exec.child.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        place.planted(),
+        PLANTED,
+        "something undid the plants with every cordon process killed (the test needs it not to)"
+    );
+    let doctor = place.cordon(&["doctor"]).output().expect("cordon doctor");
+    let said = String::from_utf8_lossy(&doctor.stdout).to_string() + &stderr(&doctor);
+    assert!(said.contains("ended before its clean-up"), "{said}");
+    assert!(
+        said.contains("undid what 1 killed run(s) had left"),
+        "{said}"
+    );
+    assert!(place.planted().is_empty(), "left: {:?}", place.planted());
+}
+
+/// `n` cold runs side by side in one directory: the first plants, each waits for its own
+/// go-ahead, and then tries to plant again; they end in `order` (indexes). Whatever the
+/// order, nothing planted is left once the last has ended.
+fn side_by_side_cold(n: usize, order: &[usize]) {
+    let Some(place) = Place::new() else { return };
+    let mut runs = Vec::new();
+    for i in 0..n {
+        let first = if i == 0 { PLANT } else { "true" };
+        let script = format!(
+            "{first}; touch started-{i}; while [ ! -e go-{i} ]; do sleep 0.02; done; \
+             {PLANT} 2>/dev/null; true"
+        );
+        let child = place
+            .cordon(&["run", "-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cordon run");
+        place.wait_for(&format!("started-{i}"));
+        runs.push(Some(child));
+    }
+    for &i in order {
+        std::fs::write(place.ws.join(format!("go-{i}")), "").expect("go");
+        let out = runs[i]
+            .take()
+            .expect("once")
+            .wait_with_output()
+            .expect("wait");
+        assert!(
+            out.status.success() || out.status.code() == Some(1),
+            "run {i}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(
+        place.planted().is_empty(),
+        "{n} runs ending in the order {order:?} left {:?}",
+        place.planted()
+    );
+}
+
+#[test]
+fn two_runs_side_by_side_the_planter_ending_first() {
+    side_by_side_cold(2, &[0, 1]);
+}
+
+#[test]
+fn two_runs_side_by_side_the_planter_ending_last() {
+    side_by_side_cold(2, &[1, 0]);
+}
+
+#[test]
+fn three_runs_side_by_side() {
+    side_by_side_cold(3, &[1, 0, 2]);
+}
+
+/// The same with warm commands of one `cordon exec` (the second gets a sandbox of its own,
+/// built over the planted files, which are then read-only in its view).
+#[test]
+fn two_warm_commands_side_by_side() {
+    for planter_ends_first in [true, false] {
+        let Some(place) = Place::new() else { return };
+        let mut exec = Exec::start(&place, &[], false);
+        let script = |i: usize, first: &str| {
+            format!(
+                "{first}; touch started-{i}; while [ ! -e go-{i} ]; do sleep 0.02; done; \
+                 {PLANT} 2>/dev/null; true"
+            )
+        };
+        exec.run("0", &script(0, PLANT));
+        place.wait_for("started-0");
+        exec.run("1", &script(1, "true"));
+        place.wait_for("started-1");
+        let order = if planter_ends_first { [0, 1] } else { [1, 0] };
+        for i in order {
+            std::fs::write(place.ws.join(format!("go-{i}")), "").expect("go");
+            let exited = exec.wait("exited", &i.to_string());
+            assert_eq!(exited["warm"], true, "{exited}");
+        }
+        assert!(
+            place.planted().is_empty(),
+            "warm, the planter ending {}: left {:?}",
+            if planter_ends_first { "first" } else { "last" },
+            place.planted()
+        );
+    }
+}
