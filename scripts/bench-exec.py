@@ -33,10 +33,20 @@ import tempfile
 import time
 
 
-class Exec:
-    """One `cordon exec --jsonl --mode yolo` session."""
+def replace_bashrc(cwd):
+    """What an editor's save does to a protected file: a new file renamed over the old one.
+    A warm sandbox whose view covered the old one must be built again for the next command."""
+    new = os.path.join(cwd, ".bashrc.new")
+    with open(new, "w") as f:
+        f.write("# edited\n")
+    os.rename(new, os.path.join(cwd, ".bashrc"))
 
-    def __init__(self, cordon, cwd, env):
+
+class Exec:
+    """One `cordon exec --jsonl --mode yolo` session; `before` runs before each command."""
+
+    def __init__(self, cordon, cwd, env, before=None):
+        self.before = before or (lambda: None)
         self.proc = subprocess.Popen(
             [cordon, "exec", "--jsonl", "--mode", "yolo"],
             cwd=cwd,
@@ -67,6 +77,7 @@ class Exec:
     def latency(self, runs):
         times = []
         for _ in range(runs):
+            self.before()
             start = time.perf_counter()
             self.send()
             self.exited()
@@ -133,6 +144,9 @@ def main():
     p.add_argument("-n", type=int, default=500, help="runs per throughput measurement")
     p.add_argument("--latency", type=int, default=200, help="runs per latency measurement")
     p.add_argument("--in-flight", type=int, default=16)
+    p.add_argument("--rebuild", action="store_true",
+                   help="also time warm commands when the host replaces a protected .bashrc "
+                        "before each (the sandbox is built again each time)")
     p.add_argument("--peer-runs", type=int, default=20,
                    help="runs per measurement for srt and codex, which take 0.1-0.5 s each")
     args = p.parse_args()
@@ -150,6 +164,13 @@ def main():
         ways.append((f"{name}, warm", lambda c=cordon: Exec(c, cwd, env), args.latency, args.n))
         ways.append((f"{name}, cold (CORDON_NO_WARM=1)", lambda c=cordon: Exec(c, cwd, cold_env),
                      args.latency, args.n))
+        if args.rebuild:
+            edited = os.path.join(scratch, "edited")
+            os.makedirs(edited, exist_ok=True)
+            replace_bashrc(edited)
+            ways.append((f"{name}, warm, .bashrc replaced before each",
+                         lambda c=cordon: Exec(c, edited, env, lambda: replace_bashrc(edited)),
+                         args.latency, args.n))
     ways.append(("bwrap --unshare-all, a process each",
                  lambda: Processes(["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
                                     "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",

@@ -1313,6 +1313,32 @@ fn plan_mode_runs_nothing_that_writes_through_a_read_only_command() {
         );
         eprintln!("{why}");
     }
+    // A repository elsewhere whose config runs a program for `status` and `diff`.
+    let other = sb.outside.join("other");
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .args(args)
+            .current_dir(&other)
+            .output()
+            .expect("git");
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+    };
+    std::fs::create_dir_all(&other).expect("mkdir");
+    git(&["init", "-q"]);
+    let runs = format!("rm -f {} #", important.display());
+    git(&["config", "core.fsmonitor", &runs]);
+    git(&["config", "diff.external", &runs]);
+    std::fs::write(other.join("f"), "x").expect("write");
+    git(&["add", "f"]);
+    std::fs::write(other.join("f"), "y").expect("write");
+    let other_dir = other.display().to_string();
+    let elsewhere = [
+        format!("git -C {other_dir} status"),
+        format!("git -C {other_dir} diff"),
+        format!("git --git-dir={other_dir}/.git --work-tree={other_dir} status"),
+        format!("git --work-tree {other_dir} --git-dir {other_dir}/.git diff"),
+    ];
+    attacks.extend(elsewhere.iter().map(String::as_str));
     let mut c = Client::start(&sb, &["--mode", "plan"]);
     for (n, attack) in attacks.iter().enumerate() {
         std::fs::write(&important, "keep me\n").expect("write");

@@ -611,10 +611,50 @@ pub fn is_read_only(cmd: &SimpleCommand) -> bool {
     }
 }
 
+/// Whether `dir`, as written, names a directory under the working directory: relative, not
+/// the home directory's, and no `..` on the way.
+fn stays_here(dir: &str) -> bool {
+    !dir.is_empty()
+        && !dir.starts_with(['/', '~'])
+        && std::path::Path::new(dir)
+            .components()
+            .all(|c| !matches!(c, std::path::Component::ParentDir))
+}
+
 fn git_read_only(cmd: &SimpleCommand) -> bool {
     let Ok(Some(i)) = git_subcommand(cmd) else {
         return false;
     };
+    // Pointed at another repository (`-C DIR`, `--git-dir`, `--work-tree`), git loads that
+    // repository's config, whose `core.fsmonitor`, `diff.external` or pager run a program
+    // even for `status`. Only repositories in the working directory are ones cordon checks
+    // (their config and hooks read-only in the sandbox, what runs programs taken out after
+    // every run), so the directory must be written out, relative, and never climb out with
+    // `..`. `--bare` takes the working directory itself for a repository, reading a file
+    // named `config` there as git's config: never.
+    let global = &cmd.words[1..i];
+    let mut j = 0;
+    while j < global.len() {
+        let a = global[j].as_str();
+        let (name, attached) = a.split_once('=').map_or((a, None), |(n, v)| (n, Some(v)));
+        let takes_dir = matches!(name, "-C" | "--git-dir" | "--work-tree");
+        if name == "--bare" {
+            return false;
+        }
+        if takes_dir {
+            let (dir, at) = match attached {
+                Some(v) => (v, j + 1),
+                None => (global.get(j + 1).map_or("", String::as_str), j + 2),
+            };
+            if !stays_here(dir) || cmd.known(at) != Known::Literal {
+                return false;
+            }
+            if attached.is_none() {
+                j += 1;
+            }
+        }
+        j += 1;
+    }
     let args = &cmd.words[i..];
     // Writing a file, running an external diff, text-conversion or filter program, or opening
     // files in a pager (git grep -O), in every spelling git's option parser takes.
@@ -729,6 +769,9 @@ mod tests {
             "sort --check x",
             "file x",
             "git grep -n x",
+            "git -C sub log -1",
+            "git --no-pager -C sub/deeper status",
+            "git --git-dir=sub/.git --work-tree=sub status",
         ] {
             assert!(super::is_read_only(&first(s)), "{s}");
         }
@@ -774,6 +817,16 @@ mod tests {
             "git --attr-source status rm x",
             "git --attr-source=HEAD rm x",
             "git --unknown-option status",
+            "git -C ../other status",
+            "git -C /tmp/x diff",
+            "git -C ~/x diff",
+            "git -C sub/../../x diff",
+            "git -C \"$d\" status",
+            "git --git-dir=../other/.git status",
+            "git --git-dir ../other/.git log",
+            "git --work-tree=../other status",
+            "git --work-tree ../other diff",
+            "git --bare log",
             "uniq - out",
             "uniq -f 1 in out",
             "uniq -2 in out",
