@@ -206,7 +206,7 @@ impl Held<'_> {
         let (record, fds) = guard.to_record();
         let roots = fds
             .iter()
-            .map(|fd| rustix::fs::fstat(fd).map(|s| (s.st_dev, s.st_ino)))
+            .map(|fd| rustix::fs::fstat(fd).map(|s| identity(&s)))
             .collect::<Result<Vec<_>, _>>()?;
         let record = Record {
             guard: record,
@@ -384,6 +384,12 @@ fn groups(records: &[(String, Record)], start: &[PathBuf]) -> Vec<Vec<usize>> {
 fn undo_record(record: &Record) -> UndoReport {
     let guard = RunGuard::reopen(&record.guard, &record.roots);
     guard.undo_now()
+}
+
+/// A file's (device, inode), the same width on every Unix (macOS's device is 32 bits).
+#[allow(clippy::unnecessary_cast)]
+pub(crate) fn identity(st: &rustix::fs::Stat) -> (u64, u64) {
+    (st.st_dev as u64, st.st_ino as u64)
 }
 
 /// Opens a lock file, write-only (made write-only for its owner if `make`).

@@ -424,7 +424,7 @@ impl RunGuard {
         for (i, path) in record.roots.iter().enumerate() {
             let opened = Root::open(path).and_then(|r| {
                 let st = rustix::fs::fstat(r.fd())?;
-                if Some(&(st.st_dev, st.st_ino)) == ids.get(i) {
+                if Some(&crate::journal::identity(&st)) == ids.get(i) {
                     Ok(r)
                 } else {
                     Err(std::io::Error::other(

@@ -299,21 +299,29 @@ fn exec_runs_what_it_allowed_with_bash() {
             "dash should part from bash on {line:?}"
         );
     }
-    let dir = scratch();
-    let before = state(dir.path());
-    let events = exec_session(dir.path(), &["--mode", "plan"], &lines, &[]);
-    for (id, line) in lines.iter().enumerate() {
-        let exited = events
-            .iter()
-            .find(|e| e["type"] == "exited" && e["id"].as_str() == Some(&id.to_string()))
-            .unwrap_or_else(|| panic!("{line:?} did not run: {events:?}"));
+    // Warm (a sandbox kept for the session) and cold (a `cordon run` each).
+    for env in [&[][..], &[("CORDON_NO_WARM", "1")][..]] {
+        let dir = scratch();
+        let before = state(dir.path());
+        let events = exec_session(dir.path(), &["--mode", "plan"], &lines, env);
+        for (id, line) in lines.iter().enumerate() {
+            let exited = events
+                .iter()
+                .find(|e| e["type"] == "exited" && e["id"].as_str() == Some(&id.to_string()))
+                .unwrap_or_else(|| panic!("{line:?} did not run: {events:?}"));
+            assert_eq!(
+                exited["refused"], false,
+                "{line:?} should be allowed: {exited}"
+            );
+            assert_eq!(exited["sandboxed"], true, "{exited}");
+            assert_eq!(exited["warm"], env.is_empty(), "{exited}");
+        }
         assert_eq!(
-            exited["refused"], false,
-            "{line:?} should be allowed: {exited}"
+            state(dir.path()),
+            before,
+            "a line changed the directory ({env:?})"
         );
-        assert_eq!(exited["sandboxed"], true, "{exited}");
     }
-    assert_eq!(state(dir.path()), before, "a line changed the directory");
 }
 
 /// With `sandbox.excluded_commands = ["git"]`, a `git …` line runs outside the sandbox without

@@ -248,8 +248,8 @@ pub struct Elsewhere<'a> {
     pub worker: Option<&'a super::container::Worker>,
     /// The launcher's variables not in `spec.env`, by name.
     pub env_withheld: &'a [String],
-    /// cordon's guard journal, held, for a run guarded after it (Seatbelt).
-    pub journal: Option<&'a cordon_sandbox::journal::Held<'a>>,
+    /// cordon's guard journal, for a run guarded after it (Seatbelt).
+    pub journal: Option<&'a cordon_sandbox::journal::Journal>,
 }
 
 /// Runs (or, with `--dry-run`, shows) the spec on any backend but a real Linux run, and
@@ -425,6 +425,13 @@ fn run_seatbelt(
     for w in &weaker {
         eprintln!("cordon:   - {w}");
     }
+    let mut not_entered = Vec::new();
+    let held = super::journal::hold(run.journal, &mut not_entered)?;
+    let places: Vec<PathBuf> = std::iter::once(&spec.cwd)
+        .chain(&spec.writable)
+        .cloned()
+        .collect();
+    super::journal::recover(held.as_ref(), &places);
     let mut guard = RunGuard::before(
         &spec.cwd,
         &spec.writable,
@@ -432,8 +439,8 @@ fn run_seatbelt(
         run.git,
         run.git_limit,
     );
-    let mut not_entered = Vec::new();
-    super::journal::enter(run.journal, &mut guard, &mut not_entered);
+    super::journal::enter(held.as_ref(), &mut guard, &mut not_entered);
+    drop(held);
     for w in &not_entered {
         eprintln!("cordon:   - {w}");
     }

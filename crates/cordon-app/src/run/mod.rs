@@ -141,15 +141,17 @@ pub fn run(sources: &Sources, mut launch: Launch) -> anyhow::Result<u8> {
         .then(journal::journal)
         .flatten();
     let mut weaker = Vec::new();
-    let held = if launch.backend.dry_run || launch.backend.in_image() {
-        None
-    } else {
+    // Held here for the Linux backend; Seatbelt takes it once the plan is made (its command
+    // runs inside `run_elsewhere`, and the lock must not be held while it runs).
+    let held = if launch.backend.runs_linux() {
         journal::hold(journal.as_ref(), &mut weaker)?
+    } else {
+        None
     };
     let plan = plan(&config)?;
     plan.warn();
     let _modes = TerminalModes::keep();
-    run_planned(&config, &launch, plan, held, weaker)
+    run_planned(&config, &launch, plan, (journal.as_ref(), held), weaker)
 }
 
 /// The modes of the terminal on standard input as the run found them, put back when it ends:
@@ -387,7 +389,10 @@ fn run_planned(
     config: &RunConfig,
     launch: &Launch,
     plan: Plan,
-    held: Option<cordon_sandbox::journal::Held<'_>>,
+    (journal, held): (
+        Option<&cordon_sandbox::journal::Journal>,
+        Option<cordon_sandbox::journal::Held<'_>>,
+    ),
     mut weaker: Vec<String>,
 ) -> anyhow::Result<u8> {
     let places: Vec<PathBuf> = std::iter::once(&plan.cwd)
@@ -424,7 +429,7 @@ fn run_planned(
         publishes: !launch.publish.is_empty(),
         worker: launch.worker.as_ref(),
         env_withheld: &env_withheld,
-        journal: held.as_ref(),
+        journal,
     };
     tracing::debug!("sandbox spec: {spec:?}");
     if let Some(code) = backend::run_elsewhere(&launch.backend, elsewhere)? {
