@@ -78,6 +78,17 @@ impl Place {
             .collect()
     }
 
+    /// Every cordon process is gone: nothing is left to undo, and the plants stay (the tests
+    /// need them to, to show who undoes them).
+    fn all_planted_after_a_while(&self) {
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            self.planted(),
+            PLANTED,
+            "something undid the plants with every cordon process killed"
+        );
+    }
+
     fn wait_for(&self, name: &str) {
         let give_up = Instant::now() + PATIENCE;
         while !self.ws.join(name).exists() {
@@ -169,9 +180,9 @@ impl Drop for Exec {
     }
 }
 
-/// Every process whose parent chain leads to `root`, `root` first.
-fn tree(root: u32) -> Vec<u32> {
-    let mut parent: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+/// Every process as (pid, parent, session), from `/proc/PID/stat`.
+fn processes() -> Vec<(u32, u32, u32)> {
+    let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
             continue;
@@ -179,20 +190,37 @@ fn tree(root: u32) -> Vec<u32> {
         let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
             continue;
         };
-        // The fields after the command name, which is in parentheses and may hold spaces.
+        // The fields after the command name, which is in parentheses and may hold spaces:
+        // state, parent, process group, session.
         let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
-            parent.insert(pid, ppid);
+        let field = |n: usize| rest.split_whitespace().nth(n).and_then(|f| f.parse().ok());
+        if let (Some(ppid), Some(sid)) = (field(1), field(3)) {
+            out.push((pid, ppid, sid));
         }
     }
+    out
+}
+
+/// Every process whose parent chain leads to `root`, `root` first.
+fn tree(root: u32) -> Vec<u32> {
+    let all = processes();
     let mut out = vec![root];
     let mut i = 0;
     while i < out.len() {
         let p = out[i];
-        out.extend(parent.iter().filter(|(_, pp)| **pp == p).map(|(c, _)| *c));
+        out.extend(all.iter().filter(|(_, pp, _)| *pp == p).map(|(c, _, _)| *c));
         i += 1;
     }
     out
+}
+
+/// The processes of session `sid`.
+fn session_members(sid: u32) -> Vec<u32> {
+    processes()
+        .into_iter()
+        .filter(|(_, _, s)| *s == sid)
+        .map(|(p, _, _)| p)
+        .collect()
 }
 
 fn signal(sig: &str, pids: &[u32]) {
@@ -244,12 +272,7 @@ fn a_killed_session_leaves_nothing_once_cordon_runs_there_again() {
     assert!(members.len() >= 2, "exec and its helper: {members:?}");
     kill_all(&members);
     let _ = exec.child.wait();
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(
-        place.planted(),
-        PLANTED,
-        "something undid the plants with every cordon process killed (the test needs it not to)"
-    );
+    place.all_planted_after_a_while();
     let next = place
         .cordon(&["run", "--", "true"])
         .output()
@@ -267,24 +290,6 @@ fn a_killed_session_leaves_nothing_once_cordon_runs_there_again() {
     );
 }
 
-/// The processes of session `sid`.
-fn session_members(sid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        if rest.split_whitespace().nth(3).and_then(|s| s.parse().ok()) == Some(sid) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 /// A cold run (`CORDON_NO_WARM=1`) plants and sleeps; its whole process tree is killed at
 /// once, the watcher that would undo it included. `cordon doctor` undoes it and says so.
 #[test]
@@ -297,12 +302,7 @@ fn a_killed_tree_leaves_nothing_once_doctor_runs() {
     assert!(pids.len() >= 3, "exec, cordon run, its watcher: {pids:?}");
     kill_all(&pids);
     let _ = exec.child.wait();
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(
-        place.planted(),
-        PLANTED,
-        "something undid the plants with every cordon process killed (the test needs it not to)"
-    );
+    place.all_planted_after_a_while();
     let doctor = place.cordon(&["doctor"]).output().expect("cordon doctor");
     let said = String::from_utf8_lossy(&doctor.stdout).to_string() + &stderr(&doctor);
     assert!(said.contains("ended before its clean-up"), "{said}");
