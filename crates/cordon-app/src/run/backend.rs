@@ -228,6 +228,8 @@ pub struct Elsewhere<'a> {
     pub publishes: bool,
     /// The program is `cordon mcp`'s worker (containers only).
     pub worker: Option<&'a super::container::Worker>,
+    /// The run's share of its session's processes, which bounds a container's too.
+    pub session_share: Option<u64>,
 }
 
 /// Runs (or, with `--dry-run`, shows) the spec on any backend but a real Linux run, and

@@ -187,7 +187,7 @@ fn planned(sources: &Sources, launch: &Launch) -> Option<(RunConfig, Prepared)> 
     if let Some(t) = launch.timeout {
         config.timeout = Some(t);
     }
-    if needs_groups(&config) {
+    if needs_groups(&config, launch) {
         return None;
     }
     let plan = crate::plan::plan(&config).ok()?;
