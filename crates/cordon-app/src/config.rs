@@ -116,9 +116,11 @@ impl Sources {
     }
 }
 
-/// Commands one `exec` or `mcp` session runs at once unless the settings say otherwise: an
-/// agent runs a few side by side (a server, a watcher, a build, a test), rarely more.
-pub const DEFAULT_MAX_COMMANDS: u64 = 8;
+/// Commands one `exec` or `mcp` session runs at once unless the settings say otherwise. An
+/// agent runs a few side by side (a server, a watcher, a build, tests), and cordon's own
+/// throughput is measured with 16 in flight; the session's processes are the same whatever
+/// this is, and a sixteenth of half the smallest usual `pid_max` (32768) is 1024 each.
+pub const DEFAULT_MAX_COMMANDS: u64 = 16;
 
 /// The processes all commands of one session may have together unless the settings say
 /// otherwise: half the host's `pid_max`, so that whatever they do, the host keeps the other

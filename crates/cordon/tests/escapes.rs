@@ -2386,18 +2386,18 @@ fn process_bombs_side_by_side_stay_within_the_session() {
     );
 }
 
-/// Nine bombs with nothing set, as an agent's session runs by default: the ninth is refused
-/// (eight at once), the eight share half the host's `pid_max`, and the host keeps at least a
-/// quarter of it free, whatever else runs meanwhile.
+/// Seventeen bombs with nothing set, as an agent's session runs by default: the last is
+/// refused (sixteen at once), the sixteen share half the host's `pid_max`, and the host keeps
+/// at least a quarter of it free, whatever else runs meanwhile.
 #[test]
 fn default_process_bombs_cannot_fill_the_host() {
     let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
         return;
     };
     let pid_max = host_pid_max();
-    let per_run = (pid_max / 2 / 8).min(4096);
-    let p = bombs_in_one_session(&sb, &[], &[], 9, 6);
-    let mut verdict = judge(&p, 9, 8, per_run, true);
+    let per_run = (pid_max / 2 / 16).min(4096);
+    let p = bombs_in_one_session(&sb, &[], &[], 17, 6);
+    let mut verdict = judge(&p, 17, 16, per_run, true);
     if p.host_most > pid_max / 4 * 3 {
         verdict = Err(format!(
             "{}the host had {} threads of its pid_max {pid_max}",
@@ -2405,5 +2405,5 @@ fn default_process_bombs_cannot_fill_the_host() {
             p.host_most
         ));
     }
-    session_attempt("eight default bombs", &p, verdict);
+    session_attempt("sixteen default bombs", &p, verdict);
 }

@@ -111,7 +111,7 @@ pub struct LimitsTable {
     #[schemars(range(min = 0.001, max = 31_536_000))]
     pub timeout: Option<f64>,
     /// Commands one `cordon exec` or `cordon mcp` session may run at once, 1 to 256 (default
-    /// 8); one more is refused until one has ended. Read when the session starts.
+    /// 16); one more is refused until one has ended. Read when the session starts.
     #[serde(default, deserialize_with = "bounds::limits_max_commands")]
     #[schemars(range(min = 1, max = 256))]
     pub max_commands: Option<u64>,

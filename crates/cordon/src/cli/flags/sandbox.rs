@@ -138,7 +138,7 @@ impl SandboxFlags {
 #[derive(Debug, Args, Clone, Default)]
 pub struct SessionFlags {
     /// Most commands this session runs at once; one more is refused (an error naming this
-    /// limit) until one has ended [default: 8; 1 to 256].
+    /// limit) until one has ended [default: 16; 1 to 256].
     #[arg(long, value_name = "N", value_parser = |s: &str| whole(&bounds::MAX_COMMANDS, s))]
     max_commands: Option<u64>,
     /// Most processes (and threads) all commands of this session may have together; each
