@@ -784,14 +784,13 @@ pub fn merge(layers: &[(Source, LayerValues)], locks: Locks, trust_project: bool
             "limits.max_commands",
             "",
         );
-        let session = s
-            .max_session_processes
-            .as_ref()
-            .map_or_else(crate::config::default_session_processes, |v| v.value);
+        // The default is read from /proc only where a project sets one: settings are merged
+        // for every run.
+        let session = s.max_session_processes.as_ref().map(|v| v.value);
         m.set(
             &mut s.max_session_processes,
             v.max_session_processes,
-            |n| *n > session,
+            |n| *n > session.unwrap_or_else(crate::config::default_session_processes),
             false,
             "limits.max_session_processes",
             "",
