@@ -139,7 +139,7 @@ pub fn default_session_processes() -> u64 {
 /// of the processes ([`SessionLimits::share`]) as an upper bound on its own process limit, so
 /// that the session's runs together stay within it on every backend that bounds a run's
 /// processes, with no control group for the session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionLimits {
     pub max_commands: u64,
     pub max_processes: u64,

@@ -368,7 +368,7 @@ impl Runner {
             report_only: !opts.blocked_on_stderr,
             own_terminal: matches!(opts.io, Io::Terminal { .. }),
             timeout: opts.timeout.map(|t| t.as_secs_f64()),
-            session_share: Some(self.limits.share()),
+            session: Some(self.limits),
             ..Launch::default()
         };
         #[cfg(target_os = "linux")]

@@ -46,13 +46,20 @@ pub struct Launch {
     pub own_terminal: bool,
     /// The time limit, over the settings' (each run of `exec` has its own).
     pub timeout: Option<f64>,
-    /// The run's share of its session's processes (`exec`, `mcp`): its process limit is at
-    /// most this ([`crate::config::SessionLimits::share`]).
+    /// The limits of the session the run belongs to (`exec`, `mcp`): its process limit is at
+    /// most its share of the session's ([`crate::config::SessionLimits::share`]).
     #[serde(default)]
-    pub session_share: Option<u64>,
+    pub session: Option<crate::config::SessionLimits>,
     /// Set by `cordon mcp --backend docker|podman`, whose server runs as this run's program.
     #[serde(skip)]
     pub worker: Option<container::Worker>,
+}
+
+impl Launch {
+    /// The most processes the run may have as its part of its session's, if it is in one.
+    pub fn session_share(&self) -> Option<u64> {
+        self.session.map(|s| s.share())
+    }
 }
 
 /// A run with the settings `sources` find: merged, planned, and run as `launch` says. Returns
@@ -170,7 +177,7 @@ fn limits(
 
 /// Whether a run with `config`, as `launch` asks, needs control groups for its limits.
 pub(crate) fn needs_groups(config: &RunConfig, launch: &Launch) -> bool {
-    let (_, grouped) = limits(config, launch.session_share, isolation(config), None);
+    let (_, grouped) = limits(config, launch.session_share(), isolation(config), None);
     grouped.max_processes.is_some()
         || grouped.memory_bytes.is_some()
         || grouped.cpu_millis.is_some()
@@ -218,7 +225,7 @@ pub(crate) fn prepare(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow
         env.retain(|(k, _)| config.keep_env.contains(k) || !denied.is_match(k));
     }
     let isolation = isolation(config);
-    let (wanted, grouped) = limits(config, launch.session_share, isolation, timeout);
+    let (wanted, grouped) = limits(config, launch.session_share(), isolation, timeout);
     let (groups, missed) = if launch.backend.runs_linux() {
         RunCgroups::create(&grouped)
     } else {
@@ -354,7 +361,7 @@ fn run_planned(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow::Resul
         ask: launch.ask_domains,
         publishes: !launch.publish.is_empty(),
         worker: launch.worker.as_ref(),
-        session_share: launch.session_share,
+        session_share: launch.session_share(),
     };
     tracing::debug!("sandbox spec: {spec:?}");
     if let Some(code) = backend::run_elsewhere(&launch.backend, elsewhere)? {

@@ -90,10 +90,18 @@ impl WarmPool {
                 return None;
             }
         };
+        let mut limits = spec.limits;
+        // The sandbox's commands share its user namespace, where RLIMIT_NPROC counts for them
+        // all together (an ordinary user's; root's is not applied). Where each command's own
+        // pid_max holds its share, the rlimit is the session's whole, so that commands side
+        // by side do not take from each other's shares.
+        if let (Some(_), Some(session)) = (limits.pid_max, launch.session) {
+            limits.max_processes = limits.max_processes.map(|n| n.max(session.max_processes));
+        }
         let command = WarmCommand {
             argv: spec.argv.clone(),
             env: spec.env.clone(),
-            limits: spec.limits,
+            limits,
         };
         let Ok(stdio) = stdio() else {
             sandbox.disarm(armed);
