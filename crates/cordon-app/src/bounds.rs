@@ -34,6 +34,14 @@ pub const MAX_PROCESSES: Range = Range {
     whole: true,
     unit: "",
 };
+/// Commands of one `exec` or `mcp` session running at once. Each gets a share of the session's
+/// processes, and a share below a few hundred stops ordinary builds.
+pub const MAX_COMMANDS: Range = Range {
+    min: 1.0,
+    max: 256.0,
+    whole: true,
+    unit: "",
+};
 /// CPU seconds per process; a year at most, so no value turns into `RLIM_INFINITY`.
 pub const CPU_TIME: Range = Range {
     min: 1.0,
@@ -213,6 +221,8 @@ macro_rules! fields {
 fields! {
     limits_timeout: "limits.timeout", TIMEOUT, f64;
     limits_max_processes: "limits.max_processes", MAX_PROCESSES, u64;
+    limits_max_commands: "limits.max_commands", MAX_COMMANDS, u64;
+    limits_max_session_processes: "limits.max_session_processes", MAX_PROCESSES, u64;
     limits_cpu_time: "limits.cpu_time", CPU_TIME, u64;
     limits_cpus: "limits.cpus", CPUS, f64;
     request_timeout: "timeout", TIMEOUT, f64;

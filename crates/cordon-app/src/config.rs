@@ -116,6 +116,52 @@ impl Sources {
     }
 }
 
+/// Commands one `exec` or `mcp` session runs at once unless the settings say otherwise. An
+/// agent runs a few side by side (a server, a watcher, a build, tests), and cordon's own
+/// throughput is measured with 16 in flight; the session's processes are the same whatever
+/// this is, and a sixteenth of half the smallest usual `pid_max` (32768) is 1024 each.
+pub const DEFAULT_MAX_COMMANDS: u64 = 16;
+
+/// The processes all commands of one session may have together unless the settings say
+/// otherwise: half the host's `pid_max`, so that whatever they do, the host keeps the other
+/// half for itself (`pid_max` counts threads too, and a full table stops every fork).
+pub fn default_session_processes() -> u64 {
+    // The kernel's own default where /proc cannot tell (another OS).
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .unwrap_or(32_768);
+    (pid_max / 2).max(1)
+}
+
+/// What holds for a whole `exec` or `mcp` session rather than for one run: how many commands
+/// run at once, and how many processes they may have together. Each run gets an equal share
+/// of the processes ([`SessionLimits::share`]) as an upper bound on its own process limit, so
+/// that the session's runs together stay within it on every backend that bounds a run's
+/// processes, with no control group for the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionLimits {
+    pub max_commands: u64,
+    pub max_processes: u64,
+}
+
+impl SessionLimits {
+    /// From the merged settings, with the defaults where they say nothing.
+    pub fn from_config(config: &RunConfig) -> SessionLimits {
+        SessionLimits {
+            max_commands: config.max_commands.unwrap_or(DEFAULT_MAX_COMMANDS),
+            max_processes: config
+                .max_session_processes
+                .unwrap_or_else(default_session_processes),
+        }
+    }
+
+    /// The most processes each run may have: its equal share of the session's (one at least).
+    pub fn share(&self) -> u64 {
+        (self.max_processes / self.max_commands.max(1)).max(1)
+    }
+}
+
 /// Which hosts a run may reach, merged.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetConfig {
@@ -217,6 +263,10 @@ pub struct RunConfig {
     pub cpus: Option<u64>,
     /// Seconds, held to [`bounds::TIMEOUT`] where they were read.
     pub timeout: Option<f64>,
+    /// `limits.max_commands`: for the session, not for one run ([`SessionLimits`]).
+    pub max_commands: Option<u64>,
+    /// `limits.max_session_processes`: for the session too.
+    pub max_session_processes: Option<u64>,
     pub net: NetConfig,
     /// `sandbox.backend`, `container.image` and `container.profile`.
     pub backend: Option<String>,
@@ -336,6 +386,8 @@ impl RunConfig {
             cpu_time: value(s.cpu_time),
             cpus: value(s.cpus).map(|c| (c * 1000.0).round() as u64),
             timeout: value(s.timeout),
+            max_commands: value(s.max_commands),
+            max_session_processes: value(s.max_session_processes),
             backend: value(s.backend),
             container_image: value(s.container_image),
             container_profile: value(s.container_profile),

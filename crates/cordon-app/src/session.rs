@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use cordon_policy::{CheckOptions, Decision, Outcome, ToolCall};
 
-use crate::config::Sources;
+use crate::config::{SessionLimits, Sources};
 use crate::decide::{Decider, LiveDecider};
 use crate::exec::{Placement, Run, RunOptions, RunResult, Runner, Sink};
 use crate::policy::PolicyConfig;
@@ -76,13 +76,29 @@ impl Session {
         backend: BackendChoice,
     ) -> anyhow::Result<Session> {
         let options = policy.options();
-        let runner = Runner::new(sources.clone(), backend)
+        // Read once: every run's share of the session's processes follows from them, so they
+        // cannot change while runs hold their shares.
+        let limits = SessionLimits::from_config(&sources.resolve()?);
+        let runner = Runner::new(sources.clone(), backend, limits)
             .map_err(|e| anyhow::anyhow!("cannot make a directory for run reports: {e}"))?;
         Ok(Session {
             live: Mutex::new(LiveDecider::new(policy, Some(sources))?),
             runner,
             options,
         })
+    }
+
+    /// Runs one command at a time (`cordon shell`): that one may have all of the session's
+    /// processes.
+    pub fn one_at_a_time(mut self) -> Session {
+        self.runner.one_at_a_time();
+        self
+    }
+
+    /// How many commands run at once, and the processes they may have together, as read
+    /// when the session started.
+    pub fn limits(&self) -> SessionLimits {
+        self.runner.limits()
     }
 
     /// The policy options the session was made with (mode, interactivity).

@@ -2281,3 +2281,278 @@ except OSError as e:
         "{err}"
     );
 }
+
+// ---- a session's processes ----
+//
+// `cordon exec` runs many commands at once. As root the kernel applies no `RLIMIT_NPROC`, so
+// before each session had a bound, eight commands each holding its default 4096 processes
+// filled this host's whole `pid_max` (32768) and nothing else could fork. These attempts run
+// process bombs side by side in one session and judge by the host: how many of their
+// processes ever existed at once, whether the host could still fork meanwhile, and whether
+// any was left after.
+
+/// What a session of process bombs did to the host.
+struct Pressure {
+    /// The most of the bombs' processes seen at once.
+    most: usize,
+    /// The most threads (kernel scheduling entities, what `pid_max` counts) on the host.
+    host_most: u64,
+    /// Forks of the host's own that failed while the bombs ran.
+    host_failed: Vec<String>,
+    /// The bombs' processes still there once the session had ended.
+    left: usize,
+    /// The session's events.
+    events: Vec<serde_json::Value>,
+}
+
+/// Processes whose command line holds `marker`.
+fn holding(marker: &str) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(marker.len()).any(|w| w == marker.as_bytes()))
+        })
+        .count()
+}
+
+/// Threads on the host: the total of `/proc/loadavg`'s fourth field.
+fn host_threads() -> u64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().nth(3)?.split('/').nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn host_pid_max() -> u64 {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .expect("pid_max")
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+/// Starts `cordon exec FLAGS` with `env` and asks it for `bombs` runs at once of a command
+/// that takes every process it can and holds them (each blocked opening a FIFO, its command
+/// line naming the marker) for `seconds`; watches the host until every run has ended, then
+/// closes the session.
+fn bombs_in_one_session(
+    sb: &Sandbox,
+    flags: &[&str],
+    env: &[(&str, &str)],
+    bombs: usize,
+    seconds: u32,
+) -> Pressure {
+    use std::io::{BufRead, Write};
+    let marker = format!("cordon-bomb-{}-{:?}-{}", std::process::id(), sb.mode, bombs);
+    let mut child = Command::new(common::cordon_bin())
+        .args(["exec", "--jsonl", "--mode", "yolo"])
+        .args(flags)
+        .envs(env.iter().copied())
+        .current_dir(&sb.ws)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start cordon exec");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Ok(v) = serde_json::from_str(&line)
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    let bomb = format!(
+        "mkfifo /tmp/{marker}; (while :; do (read x < /tmp/{marker}) & done) & read x < /tmp/{marker}"
+    );
+    let mut stdin = child.stdin.take().expect("stdin");
+    for i in 0..bombs {
+        let request = serde_json::json!({
+            "type": "run", "id": format!("bomb-{i}"), "command": bomb, "timeout": seconds,
+        });
+        writeln!(stdin, "{request}").expect("send a run");
+    }
+    stdin.flush().expect("flush");
+    let mut p = Pressure {
+        most: 0,
+        host_most: 0,
+        host_failed: Vec::new(),
+        left: 0,
+        events: Vec::new(),
+    };
+    // Every run ends with `exited`, or is refused with `error`.
+    let ended = |events: &[serde_json::Value]| {
+        events
+            .iter()
+            .filter(|e| e["type"] == "exited" || e["type"] == "error")
+            .count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    while ended(&p.events) < bombs {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the bombs' runs did not end: {:#?}",
+            p.events
+        );
+        p.most = p.most.max(holding(&marker));
+        p.host_most = p.host_most.max(host_threads());
+        if let Err(e) = Command::new("true").status() {
+            p.host_failed.push(e.to_string());
+        }
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(e) => p.events.push(e),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => break,
+                // `exec` itself ended (refused its flags?): the judge sees runs missing.
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    p.events.push(serde_json::json!({"type": "gone"}));
+                    break;
+                }
+            }
+        }
+        if p.events.iter().any(|e| e["type"] == "gone") {
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    p.events.extend(rx.try_iter());
+    // Gone when the session says each run has ended; a moment's grace for the kernel.
+    for _ in 0..50 {
+        p.left = holding(&marker);
+        if p.left == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    p
+}
+
+/// Judges a session of `bombs` runs against a cap of `cap` commands, each run allowed
+/// `per_run` processes: no more than the admitted runs' shares ever existed, the host could
+/// fork all along, nothing was left, every run beyond the cap was refused with the error that
+/// names the limit, and (so that the attempt cannot pass by not running) each admitted run
+/// held its processes until its time limit.
+fn judge(p: &Pressure, bombs: usize, cap: usize, per_run: u64, warm: bool) -> Verdict {
+    let admitted = bombs.min(cap);
+    let mut wrong = Vec::new();
+    let bound = admitted as u64 * per_run;
+    if p.most as u64 > bound {
+        wrong.push(format!(
+            "{} of the bombs' processes at once, more than {admitted} runs × {per_run}",
+            p.most
+        ));
+    }
+    if (p.most as u64) < per_run / 2 {
+        wrong.push(format!(
+            "the bombs made only {} processes: the attempt did not run",
+            p.most
+        ));
+    }
+    if !p.host_failed.is_empty() {
+        wrong.push(format!("the host could not fork: {:?}", p.host_failed));
+    }
+    if p.left > 0 {
+        wrong.push(format!("{} of the bombs' processes were left", p.left));
+    }
+    let exited: Vec<&serde_json::Value> =
+        p.events.iter().filter(|e| e["type"] == "exited").collect();
+    let refused: Vec<&serde_json::Value> =
+        p.events.iter().filter(|e| e["type"] == "error").collect();
+    if exited.len() != admitted || refused.len() != bombs - admitted {
+        wrong.push(format!(
+            "{} runs ended and {} were refused, not {admitted} and {}",
+            exited.len(),
+            refused.len(),
+            bombs - admitted
+        ));
+    }
+    for e in &refused {
+        let m = e["message"].as_str().unwrap_or_default();
+        if !(m.contains("limits.max_commands") && m.contains("--max-commands")) {
+            wrong.push(format!("a refusal that does not name the limit: {e}"));
+        }
+    }
+    for e in &exited {
+        if e["timed_out"] != true || e["warm"] != warm {
+            wrong.push(format!(
+                "a run that did not hold until its time limit (warm: {warm}): {e}"
+            ));
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("\n"))
+    }
+}
+
+fn session_attempt(name: &str, p: &Pressure, verdict: Verdict) {
+    eprintln!(
+        "{name}: {} of their processes at most, {} threads on the host at most",
+        p.most, p.host_most
+    );
+    if let Err(why) = verdict {
+        panic!("{name}: got through:\n{why}");
+    }
+}
+
+/// Six bombs in a session capped at four commands and 1200 processes: two are refused, and
+/// the four that run get 300 processes each, warm (the share is bound by each command's PID
+/// namespace) and cold, once also with a smaller --max-processes of their own.
+#[test]
+fn process_bombs_side_by_side_stay_within_the_session() {
+    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
+        return;
+    };
+    let flags = ["--max-commands", "4", "--max-session-processes", "1200"];
+    let p = bombs_in_one_session(&sb, &flags, &[], 6, 4);
+    session_attempt("warm bombs", &p, judge(&p, 6, 4, 300, true));
+    let cold = [("CORDON_NO_WARM", "1")];
+    let p = bombs_in_one_session(&sb, &flags, &cold, 6, 4);
+    session_attempt("cold bombs", &p, judge(&p, 6, 4, 300, false));
+    let mut smaller = flags.to_vec();
+    smaller.extend(["--max-processes", "100"]);
+    let p = bombs_in_one_session(&sb, &smaller, &cold, 6, 4);
+    session_attempt(
+        "cold bombs under their own --max-processes",
+        &p,
+        judge(&p, 6, 4, 100, false),
+    );
+}
+
+/// Seventeen bombs with nothing set, as an agent's session runs by default: the last is
+/// refused (sixteen at once), the sixteen share half the host's `pid_max`, and the host keeps
+/// at least a quarter of it free, whatever else runs meanwhile.
+#[test]
+fn default_process_bombs_cannot_fill_the_host() {
+    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
+        return;
+    };
+    let pid_max = host_pid_max();
+    let per_run = (pid_max / 2 / 16).min(4096);
+    let p = bombs_in_one_session(&sb, &[], &[], 17, 6);
+    let mut verdict = judge(&p, 17, 16, per_run, true);
+    if p.host_most > pid_max / 4 * 3 {
+        verdict = Err(format!(
+            "{}the host had {} threads of its pid_max {pid_max}",
+            verdict.err().map(|e| e + "\n").unwrap_or_default(),
+            p.host_most
+        ));
+    }
+    session_attempt("sixteen default bombs", &p, verdict);
+}

@@ -165,7 +165,8 @@ fn run(id: &str, command: &str) -> Value {
 #[test]
 fn runs_side_by_side_each_start_where_cordons_state_directory_was_missing() {
     let Some(sb) = Sandbox::new() else { return };
-    let mut c = Client::start(&sb, &[]);
+    // All at once: the session must take as many.
+    let mut c = Client::start(&sb, &["--max-commands", "64"]);
     let ids: Vec<String> = (0..64).map(|i| format!("r{i}")).collect();
     for id in &ids {
         c.send(&run(id, "true"));
@@ -414,6 +415,49 @@ fn kept_output_is_bounded_while_all_of_it_streams() {
     assert!(text.contains("bytes of output left out"));
     assert!(text.len() < 1200, "kept {} bytes", text.len());
     assert_eq!(c.streamed("big").len(), total);
+    c.finish();
+}
+
+/// A run beyond `--max-commands` is refused at once with an `error` for its id that names the
+/// limit and how to raise it, and nothing of it runs; a run waiting for an answer counts; once
+/// one has ended, the same request runs.
+#[test]
+fn a_run_beyond_max_commands_is_refused_until_one_has_ended() {
+    let Some(sb) = Sandbox::new() else { return };
+    let mut c = Client::start(&sb, &["--max-commands", "3"]);
+    for id in ["a", "b"] {
+        let mut req = run(id, "cat");
+        req["interactive"] = json!(true);
+        c.send(&req);
+        c.event("started", id);
+    }
+    // Asked about under the default mode: waiting for an answer, it is in flight too.
+    c.send(&json!({ "type": "run", "id": "q", "command": "rm -rf x" }));
+    c.event("ask", "q");
+    c.send(&run("c", "touch ran-c"));
+    let e = c.event("error", "c");
+    let message = e["message"].as_str().unwrap_or_default();
+    for part in ["(3: ", "limits.max_commands", "--max-commands"] {
+        assert!(message.contains(part), "{part}: {e}");
+    }
+    assert!(
+        !c.seen
+            .iter()
+            .any(|v| v["id"] == "c" && v["type"] != "error"),
+        "{:#?}",
+        c.seen
+    );
+    assert!(!sb.ws.join("ran-c").exists(), "the refused run ran");
+    c.send(&json!({ "type": "answer", "id": "q", "allow": false }));
+    c.event("exited", "q");
+    c.send(&run("c", "touch ran-c"));
+    let exited = c.event("exited", "c");
+    assert_eq!(exited["exit_code"], 0, "{exited}");
+    assert!(sb.ws.join("ran-c").exists());
+    for id in ["a", "b"] {
+        c.send(&json!({ "type": "input", "id": id, "eof": true }));
+        c.event("exited", id);
+    }
     c.finish();
 }
 

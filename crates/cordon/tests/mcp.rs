@@ -401,6 +401,62 @@ fn serving_a_long_command(
     (child, stdin)
 }
 
+/// A `run_shell_command` while the server already runs `--max-commands` of them is an error
+/// result that names the limit and how to raise it; nothing of it runs.
+#[test]
+fn a_call_beyond_max_commands_is_an_error_naming_the_limit() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let Some(sb) = Sandbox::new() else { return };
+    let mut child = Command::new(cordon_bin())
+        .args(["mcp", "--mode", "yolo", "--max-commands", "1"])
+        .current_dir(&sb.ws)
+        .env("XDG_CONFIG_HOME", sb.outside.join("config"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start cordon mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    for m in [
+        INITIALIZE.to_string(),
+        INITIALIZED.to_string(),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run_shell_command",
+            "arguments": {"command": "echo ready; sleep 987658"},
+            "_meta": {"progressToken": "p"}}})
+        .to_string(),
+    ] {
+        writeln!(stdin, "{m}").expect("write to cordon mcp");
+    }
+    // The first runs once its output has come.
+    for line in lines.by_ref() {
+        if line.expect("a line").contains("ready") {
+            break;
+        }
+    }
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "run_shell_command", "arguments": {"command": "touch ran-second"}}});
+    writeln!(stdin, "{call}").expect("write to cordon mcp");
+    let answer = lines
+        .map(|l| l.expect("a line"))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+        .find(|v| v["id"] == 3)
+        .expect("an answer to the second call");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    for part in ["(1: ", "limits.max_commands", "--max-commands"] {
+        assert!(text.contains(part), "{part}: {answer}");
+    }
+    assert!(!sb.ws.join("ran-second").exists(), "the refused call ran");
+    drop(stdin);
+    let status = exited_within(&mut child, "cordon mcp did not exit after its input ended");
+    assert!(status.success(), "{status}");
+    assert_eq!(pgrep("sleep 987658"), "", "the first command survived");
+}
+
 /// `cordon mcp` killed outright while a command it runs in a warm sandbox has planted a
 /// start-up file: the sandbox's helper, which outlives it, removes the file once the command
 /// is gone (the same pool as `exec`'s; tests/exec.rs tries more).
@@ -1129,6 +1185,18 @@ fn run_shell_command_never_runs_outside_while_dir_path_is_swapped_without_namesp
 
 fn dir_path_swapped(env: &[(&str, &str)]) {
     let Some(sb) = Sandbox::new() else { return };
+    // All 150 calls come at once, and each must run (not be refused as one too many) to race
+    // the swap; the settings that allow that lie where nothing is looked for.
+    let settings = tempfile::tempdir().expect("temp dir");
+    let managed = settings.path().join("cordon.toml");
+    std::fs::write(&managed, "[limits]\nmax_commands = 150\n").expect("write");
+    let managed = managed.to_str().expect("utf-8");
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .copied()
+        .chain([("CORDON_MANAGED_SETTINGS", managed)])
+        .collect();
+    let env = env.as_slice();
     let mut racer = swapper(&sb.ws, &sb.outside);
     let calls: Vec<(&str, serde_json::Value)> = (0..150)
         .map(|i| {
@@ -1150,6 +1218,11 @@ fn dir_path_swapped(env: &[(&str, &str)]) {
         answers.len(),
         answers[answers.len() - 1]
     );
+    let too_many = answers
+        .iter()
+        .filter(|a| a.to_string().contains("limits.max_commands"))
+        .count();
+    assert_eq!(too_many, 0, "calls refused as too many at once");
     nothing_outside(&sb.outside);
 }
 

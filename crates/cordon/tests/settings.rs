@@ -998,6 +998,77 @@ fn limits_max_processes_out_of_range_is_named() {
     );
 }
 
+/// The session's limits out of range, in a project's file or as the flags of `exec` and
+/// `mcp`, are errors naming the file, line and key, or the flag, and the range: neither
+/// starts. With good values, both serve.
+#[test]
+fn session_limits_out_of_range_are_named() {
+    let Some(sb) = Sandbox::new() else { return };
+    let l = Layers::new(&sb);
+    let serve = |args: &[&str]| -> Output {
+        let mut cmd = Command::new(common::cordon_bin());
+        l.apply(&mut cmd);
+        cmd.args(args)
+            .current_dir(&sb.ws)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("start")
+    };
+    let fronts: [&[&str]; 2] = [&["exec", "--jsonl"], &["mcp"]];
+    let cases = [
+        ("max_commands", "max-commands", "from 1 to 256", "257", "3"),
+        (
+            "max_session_processes",
+            "max-session-processes",
+            "from 1 to 4194304",
+            "4194305",
+            "1000",
+        ),
+    ];
+    for (key, flag, range, above, good) in cases {
+        for value in [above, "0", "-1", "1.5", "1e300", "18446744073709551615"] {
+            for front in fronts {
+                project(
+                    &sb,
+                    &format!("# a session limit\n[limits]\n{key} = {value}\n"),
+                );
+                let o = serve(front);
+                let err = stderr(&o);
+                let what = format!("{front:?} with {key} = {value}");
+                assert_eq!(o.status.code(), Some(2), "{what}: {err}");
+                assert!(!err.contains("panicked"), "{what}: {err}");
+                assert!(
+                    err.contains(".cordon/cordon.toml")
+                        && err.contains("line 3")
+                        && err.contains(&format!("`limits.{key}`"))
+                        && err.contains(range),
+                    "{what}: {err}"
+                );
+                std::fs::remove_file(sb.ws.join(".cordon/cordon.toml")).expect("rm");
+                let o = serve(&[front, &[&format!("--{flag}={value}")]].concat());
+                let err = stderr(&o);
+                let what = format!("{front:?} --{flag}={value}");
+                assert_eq!(o.status.code(), Some(2), "{what}: {err}");
+                assert!(!err.contains("panicked"), "{what}: {err}");
+                assert!(
+                    err.contains(&format!("--{flag}")) && err.contains(range),
+                    "{what}: {err}"
+                );
+            }
+        }
+        project(&sb, &format!("[limits]\n{key} = {good}\n"));
+        let o = serve(&["exec", "--jsonl", &format!("--{flag}={good}")]);
+        assert!(o.status.success(), "exec {key} = {good}: {}", stderr(&o));
+        // `mcp` gets as far as its client, which says nothing here.
+        let o = serve(&["mcp", &format!("--{flag}={good}")]);
+        let err = stderr(&o);
+        assert!(
+            err.contains("the MCP session did not start"),
+            "mcp {key} = {good}: {err}"
+        );
+    }
+}
+
 #[test]
 fn limits_cpu_time_out_of_range_is_named() {
     a_limit_out_of_range_is_named(

@@ -29,7 +29,7 @@ use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::config::Sources;
+use crate::config::{SessionLimits, Sources};
 use crate::run::backend::BackendChoice;
 use crate::run::{Launch, Program};
 
@@ -267,6 +267,10 @@ pub struct Runner {
     reports: tempfile::TempDir,
     next: AtomicU64,
     grace: Duration,
+    /// How many runs may be in flight at once, and the processes they may have together.
+    limits: SessionLimits,
+    /// Runs started and not yet waited for.
+    in_flight: Arc<AtomicUsize>,
     /// Sandboxes kept for runs with the same spec; `None` when `CORDON_NO_WARM` is set.
     #[cfg(target_os = "linux")]
     warm: Option<crate::run::warm::WarmPool>,
@@ -276,10 +280,41 @@ pub struct Runner {
 /// sandboxes: for comparing the two, and as a way out should a warm sandbox misbehave.
 pub const NO_WARM_VAR: &str = "CORDON_NO_WARM";
 
+/// A run refused because the session already runs as many commands as it may.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "this session is running as many commands as it may at once ({limit}: `limits.max_commands` in cordon.toml, or --max-commands); this one did not start: send it again once one has ended"
+)]
+pub struct TooManyCommands {
+    pub limit: u64,
+}
+
+impl TooManyCommands {
+    /// The refusal inside an error from [`Runner::start`], if that is what it is.
+    pub fn within(e: &std::io::Error) -> Option<&TooManyCommands> {
+        e.get_ref().and_then(|inner| inner.downcast_ref())
+    }
+}
+
+/// One run counted as in flight until dropped.
+#[derive(Debug)]
+struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl Runner {
     /// Every run reads its settings from `sources` as it starts, so that edited settings
-    /// apply to the next run, and is enforced by `backend`.
-    pub fn new(sources: Sources, backend: BackendChoice) -> std::io::Result<Runner> {
+    /// apply to the next run, and is enforced by `backend`; at most `limits.max_commands` run
+    /// at once, each with its share of the session's processes.
+    pub fn new(
+        sources: Sources,
+        backend: BackendChoice,
+        limits: SessionLimits,
+    ) -> std::io::Result<Runner> {
         // What runs killed with their cordon left (a session killed whole), undone before
         // this session runs anything.
         crate::run::journal::sweep();
@@ -289,6 +324,8 @@ impl Runner {
             reports: tempfile::Builder::new().prefix("cordon-exec-").tempdir()?,
             next: AtomicU64::new(0),
             grace: DEFAULT_GRACE,
+            limits,
+            in_flight: Arc::default(),
             #[cfg(target_os = "linux")]
             warm: std::env::var_os(NO_WARM_VAR)
                 .is_none()
@@ -296,8 +333,38 @@ impl Runner {
         })
     }
 
+    /// The session's limits the runner holds to.
+    pub fn limits(&self) -> SessionLimits {
+        self.limits
+    }
+
+    /// Holds the session to one command at a time (`cordon shell`), which gives that one the
+    /// whole of the session's processes.
+    pub fn one_at_a_time(&mut self) {
+        self.limits.max_commands = 1;
+    }
+
+    /// Counts a run as in flight, unless as many as the session allows already are.
+    fn admit(&self) -> std::io::Result<InFlight> {
+        let limit = self.limits.max_commands;
+        self.in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                ((n as u64) < limit).then_some(n + 1)
+            })
+            .map_err(|_| std::io::Error::other(TooManyCommands { limit }))?;
+        Ok(InFlight(Arc::clone(&self.in_flight)))
+    }
+
     /// Starts `opts`; events go to `sink` from the run's threads until [`Run::wait`] returns.
+    /// Refused with [`TooManyCommands`] while the session runs as many as it may.
     pub fn start(&self, opts: &RunOptions, sink: Sink) -> std::io::Result<Run> {
+        let in_flight = self.admit()?;
+        let mut run = self.start_admitted(opts, sink)?;
+        run.in_flight = Some(in_flight);
+        Ok(run)
+    }
+
+    fn start_admitted(&self, opts: &RunOptions, sink: Sink) -> std::io::Result<Run> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let report = self.reports.path().join(format!("run-{n}.json"));
         let outside = matches!(opts.placement, Placement::Outside { .. });
@@ -308,6 +375,7 @@ impl Runner {
             report_only: !opts.blocked_on_stderr,
             own_terminal: matches!(opts.io, Io::Terminal { .. }),
             timeout: opts.timeout.map(|t| t.as_secs_f64()),
+            session: Some(self.limits),
             ..Launch::default()
         };
         #[cfg(target_os = "linux")]
@@ -468,6 +536,7 @@ impl Runner {
             output,
             report,
             started,
+            in_flight: None,
         })
     }
 
@@ -569,6 +638,7 @@ impl Runner {
             output,
             report: report.to_path_buf(),
             started: begun,
+            in_flight: None,
         })
     }
 }
@@ -597,6 +667,8 @@ pub struct Run {
     output: Arc<Mutex<BoundedOutput>>,
     report: PathBuf,
     started: Instant,
+    /// Counts it against the session's commands at once until it has been waited for.
+    in_flight: Option<InFlight>,
 }
 
 /// Cancels, resizes and feeds a run from any thread, while someone else waits for it.

@@ -250,6 +250,8 @@ pub struct Elsewhere<'a> {
     pub env_withheld: &'a [String],
     /// cordon's guard journal, for a run guarded after it (Seatbelt).
     pub journal: Option<&'a cordon_sandbox::journal::Journal>,
+    /// The run's share of its session's processes, which bounds a container's too.
+    pub session_share: Option<u64>,
 }
 
 /// Runs (or, with `--dry-run`, shows) the spec on any backend but a real Linux run, and

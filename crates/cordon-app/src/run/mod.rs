@@ -47,6 +47,10 @@ pub struct Launch {
     pub own_terminal: bool,
     /// The time limit, over the settings' (each run of `exec` has its own).
     pub timeout: Option<f64>,
+    /// The limits of the session the run belongs to (`exec`, `mcp`): its process limit is at
+    /// most its share of the session's ([`crate::config::SessionLimits::share`]).
+    #[serde(default)]
+    pub session: Option<crate::config::SessionLimits>,
     /// Set by `cordon mcp --backend docker|podman`, whose server runs as this run's program.
     #[serde(skip)]
     pub worker: Option<container::Worker>,
@@ -112,6 +116,13 @@ pub fn shell_said(backend: &BackendChoice) -> String {
             bash.display()
         ),
         None => format!("none: {}", shell::NoBash),
+    }
+}
+
+impl Launch {
+    /// The most processes the run may have as its part of its session's, if it is in one.
+    pub fn session_share(&self) -> Option<u64> {
+        self.session.map(|s| s.share())
     }
 }
 
@@ -197,10 +208,16 @@ fn isolation(config: &RunConfig) -> Isolation {
     }
 }
 
-/// The limits a run with `config` asks for, and those of them that control groups are to
-/// enforce (where cordon can make them).
+/// The lowest `pid_max` the kernel takes: a PID namespace's own bounds a run exactly only
+/// above it.
+const PID_MAX_FLOOR: u64 = 301;
+
+/// The limits a run with `config` asks for (its process limit at most `share`, its part of a
+/// session's), and those of them that control groups are to enforce (where cordon can make
+/// them).
 fn limits(
     config: &RunConfig,
+    share: Option<u64>,
     isolation: Isolation,
     timeout: Option<std::time::Duration>,
 ) -> (Limits, Limits) {
@@ -208,8 +225,12 @@ fn limits(
     // user namespace for processes (not at all for root) and per process for memory. Where
     // each PID namespace has its own pid_max, that bounds processes too, for root as well:
     // root's default limit then needs no pids group, whose set-up (a cgroup v1 attach) can
-    // stall a run for milliseconds. An explicit --max-processes stays exact.
-    let max_processes = config.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES);
+    // stall a run for milliseconds. An explicit --max-processes stays exact, and so does a
+    // session's share too small for pid_max to hold exactly.
+    let max_processes = config
+        .max_processes
+        .unwrap_or(DEFAULT_MAX_PROCESSES)
+        .min(share.unwrap_or(u64::MAX));
     let pid_max = (isolation != Isolation::LandlockOnly && backend::pid_max_per_namespace())
         .then_some(max_processes + 1);
     let wanted = Limits {
@@ -223,17 +244,17 @@ fn limits(
         timeout,
     };
     let grouped = Limits {
-        max_processes: wanted
-            .max_processes
-            .filter(|_| config.max_processes.is_some() || pid_max.is_none()),
+        max_processes: wanted.max_processes.filter(|_| {
+            config.max_processes.is_some() || pid_max.is_none_or(|n| n < PID_MAX_FLOOR)
+        }),
         ..wanted
     };
     (wanted, grouped)
 }
 
-/// Whether a run with `config` needs control groups for its limits.
-pub(crate) fn needs_groups(config: &RunConfig) -> bool {
-    let (_, grouped) = limits(config, isolation(config), None);
+/// Whether a run with `config`, as `launch` asks, needs control groups for its limits.
+pub(crate) fn needs_groups(config: &RunConfig, launch: &Launch) -> bool {
+    let (_, grouped) = limits(config, launch.session_share(), isolation(config), None);
     grouped.max_processes.is_some()
         || grouped.memory_bytes.is_some()
         || grouped.cpu_millis.is_some()
@@ -285,17 +306,32 @@ pub(crate) fn prepare(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow
         env.retain(|(k, _)| !cordon_sandbox::shell::changes_the_shell(k));
     }
     let isolation = isolation(config);
-    let (wanted, grouped) = limits(config, isolation, timeout);
+    let (wanted, grouped) = limits(config, launch.session_share(), isolation, timeout);
     let (groups, missed) = if launch.backend.runs_linux() {
         RunCgroups::create(&grouped)
     } else {
         Default::default()
     };
     let mut warnings = Vec::new();
+    let mut unbounded = None;
     if missed.contains(&"max-processes") && backend::is_root() {
-        warnings.push(
-            "no pids cgroup could be made, and process limits do not bind root; --max-processes is not enforced",
-        );
+        if let Some(pid_max) = wanted.pid_max {
+            // At or above the floor, pid_max holds the limit as asked.
+            if pid_max < PID_MAX_FLOOR {
+                warnings.push(
+                    "no pids cgroup could be made; the sandbox's own pid_max holds it to 300 processes, more than the limit asked",
+                );
+            }
+        } else {
+            warnings.push(
+                "no pids cgroup could be made, and process limits do not bind root; --max-processes is not enforced",
+            );
+            // Nor, then, the processes of the session the run belongs to.
+            unbounded = Some(
+                "nothing bounds the number of processes: as root that takes a pids cgroup (cgroup v1) or Linux 6.14's pid_max per PID namespace, and neither is here"
+                    .to_string(),
+            );
+        }
     }
     if missed.contains(&"memory") {
         warnings.push(
@@ -365,6 +401,7 @@ pub(crate) fn prepare(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow
         spec.read_only.extend(keep);
         (made, unmade)
     };
+    let unmade: Vec<String> = unmade.into_iter().chain(unbounded).collect();
     Ok(Prepared {
         spec,
         wanted,
@@ -430,6 +467,7 @@ fn run_planned(
         worker: launch.worker.as_ref(),
         env_withheld: &env_withheld,
         journal,
+        session_share: launch.session_share(),
     };
     tracing::debug!("sandbox spec: {spec:?}");
     if let Some(code) = backend::run_elsewhere(&launch.backend, elsewhere)? {
@@ -768,5 +806,49 @@ mod tests {
         let line = withheld_note(&many).expect("a line");
         assert!(line.contains("V07, …"), "{line}");
         assert!(!line.contains("V08"), "{line}");
+    }
+
+    /// A session's share caps a run's process limit, an explicit one too; where a PID
+    /// namespace's own pid_max bounds the run, a share it cannot hold exactly (the kernel takes
+    /// no pid_max below 301) needs a pids group, as an explicit limit does.
+    #[test]
+    fn a_session_share_caps_the_process_limit_and_stays_exact() {
+        let ns = Isolation::Namespaces;
+        let config = RunConfig::default();
+        let (wanted, grouped) = limits(&config, Some(2048), ns, None);
+        assert_eq!(wanted.max_processes, Some(2048));
+        if backend::pid_max_per_namespace() {
+            assert_eq!(wanted.pid_max, Some(2049));
+            assert_eq!(grouped.max_processes, None, "pid_max holds it");
+            let (wanted, grouped) = limits(&config, Some(300), ns, None);
+            assert_eq!((wanted.pid_max, grouped.max_processes), (Some(301), None));
+            let (_, grouped) = limits(&config, Some(299), ns, None);
+            assert_eq!(grouped.max_processes, Some(299), "below what pid_max holds");
+        }
+        let (wanted, _) = limits(&config, Some(1 << 20), ns, None);
+        assert_eq!(wanted.max_processes, Some(DEFAULT_MAX_PROCESSES));
+        let explicit = RunConfig {
+            max_processes: Some(4096),
+            ..RunConfig::default()
+        };
+        let (wanted, grouped) = limits(&explicit, Some(1000), ns, None);
+        assert_eq!(wanted.max_processes, Some(1000));
+        assert_eq!(grouped.max_processes, Some(1000));
+        let (wanted, _) = limits(&explicit, None, ns, None);
+        assert_eq!(wanted.max_processes, Some(4096), "no session, no share");
+    }
+
+    #[test]
+    fn each_run_gets_an_equal_share_of_the_session() {
+        let s = crate::config::SessionLimits {
+            max_commands: 8,
+            max_processes: 16384,
+        };
+        assert_eq!(s.share(), 2048);
+        let s = crate::config::SessionLimits {
+            max_commands: 4,
+            max_processes: 2,
+        };
+        assert_eq!(s.share(), 1, "one each at least");
     }
 }

@@ -113,10 +113,18 @@ impl WarmPool {
                 return not_started(guard);
             }
         };
+        let mut limits = spec.limits;
+        // The sandbox's commands share its user namespace, where RLIMIT_NPROC counts for them
+        // all together (an ordinary user's; root's is not applied). Where each command's own
+        // pid_max holds its share, the rlimit is the session's whole, so that commands side
+        // by side do not take from each other's shares.
+        if let (Some(_), Some(session)) = (limits.pid_max, launch.session) {
+            limits.max_processes = limits.max_processes.map(|n| n.max(session.max_processes));
+        }
         let command = WarmCommand {
             argv: spec.argv.clone(),
             env: spec.env.clone(),
-            limits: spec.limits,
+            limits,
         };
         let Ok(stdio) = stdio() else {
             sandbox.disarm(armed);
@@ -216,7 +224,7 @@ fn planned(sources: &Sources, launch: &Launch) -> Option<(RunConfig, Prepared)> 
     if let Some(t) = launch.timeout {
         config.timeout = Some(t);
     }
-    if needs_groups(&config) {
+    if needs_groups(&config, launch) {
         return None;
     }
     let plan = crate::plan::plan(&config).ok()?;

@@ -114,6 +114,17 @@ pub struct LimitsTable {
     #[serde(default, deserialize_with = "bounds::limits_timeout")]
     #[schemars(range(min = 0.001, max = 31_536_000))]
     pub timeout: Option<f64>,
+    /// Commands one `cordon exec` or `cordon mcp` session may run at once, 1 to 256 (default
+    /// 16); one more is refused until one has ended. Read when the session starts.
+    #[serde(default, deserialize_with = "bounds::limits_max_commands")]
+    #[schemars(range(min = 1, max = 256))]
+    pub max_commands: Option<u64>,
+    /// Processes (and threads) all commands of one `exec` or `mcp` session may have together,
+    /// 1 to 4194304 (default: half the host's pid_max). Each command may have at most this
+    /// divided by `max_commands`. Read when the session starts.
+    #[serde(default, deserialize_with = "bounds::limits_max_session_processes")]
+    #[schemars(range(min = 1, max = 4_194_304))]
+    pub max_session_processes: Option<u64>,
 }
 
 /// Tool settings for the policy, as Gemini CLI's `tools.allowed` and `tools.exclude`.

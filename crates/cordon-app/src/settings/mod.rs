@@ -136,6 +136,8 @@ pub struct Settings {
     pub cpu_time: Option<Sourced<u64>>,
     pub cpus: Option<Sourced<f64>>,
     pub timeout: Option<Sourced<f64>>,
+    pub max_commands: Option<Sourced<u64>>,
+    pub max_session_processes: Option<Sourced<u64>>,
     pub ignore_violations: Vec<Sourced<IgnoreRule>>,
     pub allowed_tools: Option<Sourced<Vec<String>>>,
     pub excluded_tools: Vec<Sourced<String>>,
@@ -407,6 +409,10 @@ pub struct LayerValues {
     pub cpu_time: Option<u64>,
     pub cpus: Option<f64>,
     pub timeout: Option<f64>,
+    #[serde(default)]
+    pub max_commands: Option<u64>,
+    #[serde(default)]
+    pub max_session_processes: Option<u64>,
     pub ignore_violations: Vec<IgnoreRule>,
     pub allowed_tools: Option<Vec<String>>,
     pub excluded_tools: Vec<String>,
@@ -447,6 +453,16 @@ impl LayerValues {
                 "limits.cpu_time",
                 limits.cpu_time.map(|n| n as f64),
                 crate::bounds::CPU_TIME,
+            ),
+            (
+                "limits.max_commands",
+                limits.max_commands.map(|n| n as f64),
+                crate::bounds::MAX_COMMANDS,
+            ),
+            (
+                "limits.max_session_processes",
+                limits.max_session_processes.map(|n| n as f64),
+                crate::bounds::MAX_PROCESSES,
             ),
         ] {
             if let Some(n) = n {
@@ -523,6 +539,8 @@ impl LayerValues {
             cpu_time: limits.cpu_time,
             cpus: limits.cpus,
             timeout: limits.timeout,
+            max_commands: limits.max_commands,
+            max_session_processes: limits.max_session_processes,
             ignore_violations: f.ignore_violations.clone().unwrap_or_default(),
             allowed_tools: f.policy.as_ref().and_then(|p| p.allowed_tools.clone()),
             excluded_tools: f
@@ -750,6 +768,31 @@ pub fn merge(layers: &[(Source, LayerValues)], locks: Locks, trust_project: bool
             lower(timeout),
             false,
             "limits.timeout",
+            "",
+        );
+        // The session's bounds protect the host, so where no layer set one a project may
+        // still only go below the default.
+        let max_commands = s
+            .max_commands
+            .as_ref()
+            .map_or(crate::config::DEFAULT_MAX_COMMANDS, |v| v.value);
+        m.set(
+            &mut s.max_commands,
+            v.max_commands,
+            |n| *n > max_commands,
+            false,
+            "limits.max_commands",
+            "",
+        );
+        // The default is read from /proc only where a project sets one: settings are merged
+        // for every run.
+        let session = s.max_session_processes.as_ref().map(|v| v.value);
+        m.set(
+            &mut s.max_session_processes,
+            v.max_session_processes,
+            |n| *n > session.unwrap_or_else(crate::config::default_session_processes),
+            false,
+            "limits.max_session_processes",
             "",
         );
         // Deny lists add up, whoever writes them.

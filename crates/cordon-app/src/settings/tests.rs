@@ -115,6 +115,40 @@ fn an_untrusted_project_may_only_tighten() {
     assert_eq!(s.max_processes.expect("set").value, 100_000);
 }
 
+/// The session's bounds protect the host: where no layer set one, an untrusted project may
+/// still only go below the default, not set a wider one.
+#[test]
+fn an_untrusted_project_may_not_widen_a_session_past_its_default() {
+    let wide = LayerValues {
+        max_commands: Some(crate::config::DEFAULT_MAX_COMMANDS + 1),
+        max_session_processes: Some(crate::config::default_session_processes() + 1),
+        ..Default::default()
+    };
+    let s = merge(
+        &[(src(Layer::Project), wide.clone())],
+        Locks::default(),
+        false,
+    );
+    assert!(s.max_commands.is_none() && s.max_session_processes.is_none());
+    for key in ["limits.max_commands", "limits.max_session_processes"] {
+        assert!(
+            s.left_out.iter().any(|l| l.starts_with(key)),
+            "{key}: {:?}",
+            s.left_out
+        );
+    }
+    let narrow = LayerValues {
+        max_commands: Some(2),
+        max_session_processes: Some(600),
+        ..Default::default()
+    };
+    let s = merge(&[(src(Layer::Project), narrow)], Locks::default(), false);
+    assert_eq!(s.max_commands.expect("set").value, 2);
+    assert_eq!(s.max_session_processes.expect("set").value, 600);
+    let s = merge(&[(src(Layer::Project), wide)], Locks::default(), true);
+    assert!(s.max_commands.is_some(), "trusted, it widens");
+}
+
 #[test]
 fn managed_locks_hold_against_every_other_layer() {
     let managed = LayerValues {

@@ -83,7 +83,7 @@ impl Profile {
     }
 
     /// Default (processes, memory bytes, thousandths of a CPU) where nothing was asked.
-    fn default_limits(self) -> (Option<u64>, Option<u64>, Option<u64>) {
+    pub fn default_limits(self) -> (Option<u64>, Option<u64>, Option<u64>) {
         match self {
             Profile::Dev | Profile::Offline => (Some(4096), None, None),
             Profile::Safe => (Some(1024), Some(8 << 30), None),

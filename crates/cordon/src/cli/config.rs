@@ -60,6 +60,8 @@ const KEYS: &[(&str, &str)] = &[
     ("cpu_time", "limits.cpu_time"),
     ("cpus", "limits.cpus"),
     ("timeout", "limits.timeout"),
+    ("max_commands", "limits.max_commands"),
+    ("max_session_processes", "limits.max_session_processes"),
     ("ignore_violations", "ignore_violations"),
     ("allowed_tools", "policy.allowed_tools"),
     ("excluded_tools", "policy.excluded_tools"),

@@ -16,12 +16,13 @@ use serde_json::{Value, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::PolicyFlags;
-use super::flags::SandboxFlags;
+use super::flags::{SandboxFlags, SessionFlags};
 use super::wire::{MAX_LINE, parse_call, read_line};
 use crate::exit;
 use cordon_app::bounds;
 use cordon_app::exec::{
-    Control, Event, Input, Io, OutputLimit, RunOptions, Stream, Utf8Chunks, WorkDir,
+    Control, Event, Input, Io, OutputLimit, RunOptions, Stream, TooManyCommands, Utf8Chunks,
+    WorkDir,
 };
 use cordon_app::session::Session;
 
@@ -31,6 +32,8 @@ pub struct ExecArgs {
     policy: PolicyFlags,
     #[command(flatten)]
     sandbox: SandboxFlags,
+    #[command(flatten)]
+    session: SessionFlags,
     /// Speak JSON lines: requests on standard input, events on standard output
     /// (docs/PROTOCOL.md). The only protocol so far, so it must be given.
     #[arg(long)]
@@ -257,7 +260,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<u8> {
     }
     let session = Session::new(
         args.policy.config(),
-        args.sandbox.sources()?,
+        args.session.apply(args.sandbox.sources()?),
         Default::default(),
     )?;
     let (events, queue) = sync_channel::<Value>(EVENT_QUEUE);
@@ -517,6 +520,17 @@ fn handle(
                         format!("id `{id}` is in use by a run that has not ended; pick another"),
                     ));
                 }
+                // Refused here rather than queued: the agent hears at once, and decides
+                // itself which command to run when one has ended.
+                let limit = shared.session.limits().max_commands;
+                if slots.len() as u64 >= limit {
+                    return Err((
+                        Some(id.clone()),
+                        format!(
+                            "this session has as many runs in flight as it takes at once ({limit}: `limits.max_commands` in cordon.toml, or --max-commands), counting those waiting for an answer; this one was not run: send it again once one has exited"
+                        ),
+                    ));
+                }
                 // Taken now, so a cancel that comes before the run starts finds it.
                 slots.insert(
                     id.clone(),
@@ -680,6 +694,10 @@ fn start_and_report(shared: &Arc<Shared>, id: &str, opts: &RunOptions, stream: b
     };
     let run = match shared.session.start(opts, sink) {
         Ok(run) => run,
+        Err(e) if TooManyCommands::within(&e).is_some() => {
+            shared.refused(id, false, &e.to_string());
+            return;
+        }
         Err(e) => {
             shared.refused(id, false, &format!("cannot start `cordon run`: {e}"));
             return;

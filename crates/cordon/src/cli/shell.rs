@@ -45,11 +45,8 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
     let sources = args.sandbox.sources()?;
     // For the prompt: each line's run reads the settings again as it starts.
     let config = sources.resolve()?;
-    let session = Arc::new(Session::new(
-        args.policy.config(),
-        sources,
-        Default::default(),
-    )?);
+    let session =
+        Arc::new(Session::new(args.policy.config(), sources, Default::default())?.one_at_a_time());
     let options = session.options();
     let decider = session.decider(false).map_err(anyhow::Error::msg)?;
     let (outside, always_sandboxed) = (

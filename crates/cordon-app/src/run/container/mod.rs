@@ -376,12 +376,6 @@ pub fn run_container(
             "--publish is for the native sandbox; a container publishes ports with CORDON_SANDBOX_PORTS=HOST_PORT:PORT and --network host"
         );
     }
-    let mut spec: SandboxSpec = run.spec.clone();
-    // The limits as asked: the engine enforces them for the whole container.
-    spec.limits = cordon_sandbox::Limits {
-        max_processes: run.config.max_processes,
-        ..*run.wanted
-    };
     let profile = match flags
         .container_profile
         .clone()
@@ -394,6 +388,21 @@ pub fn run_container(
                 Profile::NAMES
             )
         })?,
+    };
+    let mut spec: SandboxSpec = run.spec.clone();
+    // The limits as asked: the engine enforces them for the whole container. The profile's
+    // process limit applies where none is set; a session's share caps either.
+    let max_processes = match (run.config.max_processes, run.session_share) {
+        (asked, None) => asked,
+        (asked, Some(share)) => Some(
+            asked
+                .or(profile.default_limits().0)
+                .map_or(share, |n| n.min(share)),
+        ),
+    };
+    spec.limits = cordon_sandbox::Limits {
+        max_processes,
+        ..*run.wanted
     };
     // The variables' languages are checked before anything is started or pulled.
     let options_env = |name: &str| env_var(name).unwrap_or_default();

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 pub use cordon_app::policy::PolicyConfig;
 #[cfg(unix)]
-pub use sandbox::{BackendFlags, NetFlags, RunArgs, SandboxFlags};
+pub use sandbox::{BackendFlags, NetFlags, RunArgs, SandboxFlags, SessionFlags};
 
 fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
     ApprovalMode::parse(s)

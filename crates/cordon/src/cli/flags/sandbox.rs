@@ -136,6 +136,30 @@ impl SandboxFlags {
     }
 }
 
+// What holds for a whole session of `exec` or `mcp` rather than for one run: their
+// settings' layer from the command line, added to the sandbox flags'.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SessionFlags {
+    /// Most commands this session runs at once; one more is refused (an error naming this
+    /// limit) until one has ended [default: 16; 1 to 256].
+    #[arg(long, value_name = "N", value_parser = |s: &str| whole(&bounds::MAX_COMMANDS, s))]
+    max_commands: Option<u64>,
+    /// Most processes (and threads) all commands of this session may have together; each
+    /// command may have at most this divided by --max-commands, whatever --max-processes says
+    /// [default: half the host's pid_max; 1 to 4194304].
+    #[arg(long, value_name = "N", value_parser = |s: &str| whole(&bounds::MAX_PROCESSES, s))]
+    max_session_processes: Option<u64>,
+}
+
+impl SessionFlags {
+    /// `sources` with these flags in their command line's layer.
+    pub fn apply(&self, mut sources: Sources) -> Sources {
+        sources.flags.max_commands = self.max_commands;
+        sources.flags.max_session_processes = self.max_session_processes;
+        sources
+    }
+}
+
 // Which hosts may be reached: shared by `cordon run` and `cordon proxy`.
 #[derive(Debug, Clone, Args, Default)]
 pub struct NetFlags {

@@ -31,10 +31,12 @@ use serde_json::{Value, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::PolicyFlags;
-use super::flags::{BackendFlags, SandboxFlags};
+use super::flags::{BackendFlags, SandboxFlags, SessionFlags};
 use crate::exit;
 use cordon_app::config::Sources;
-use cordon_app::exec::{Control, Event, Input, Io, OutputLimit, RunOptions, Utf8Chunks};
+use cordon_app::exec::{
+    Control, Event, Input, Io, OutputLimit, RunOptions, TooManyCommands, Utf8Chunks,
+};
 use cordon_app::policy::PolicyConfig;
 use cordon_app::run::backend::{Backend, BackendChoice};
 use cordon_app::session::Session;
@@ -46,6 +48,8 @@ pub struct McpArgs {
     policy: PolicyFlags,
     #[command(flatten)]
     sandbox: SandboxFlags,
+    #[command(flatten)]
+    session: SessionFlags,
     /// `--backend docker|podman|container` serves from inside a container, `--backend
     /// kubernetes` from a pod whose image holds cordon: every tool, the file tools too, runs
     /// there (see `cordon run --backend`).
@@ -223,7 +227,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<u8> {
         );
     }
     let policy = args.policy.config();
-    let sources = args.sandbox.sources()?;
+    let sources = args.session.apply(args.sandbox.sources()?);
     // `sandbox.backend` and `[container]` in the settings choose as for `cordon run` (a
     // project trusted by the policy's `--trust-workspace` may choose too).
     let config = sources.resolve_trusting(policy.trust_workspace)?;
@@ -700,6 +704,10 @@ impl Server {
         let _ = forward.await;
         let result = match finished {
             Ok(Ok(r)) => r,
+            // Too many at once: the model reads the limit, and may call again later.
+            Ok(Err(e)) if TooManyCommands::within(&e).is_some() => {
+                return CallToolResult::error(vec![ContentBlock::text(e.to_string())]);
+            }
             Ok(Err(e)) => {
                 return CallToolResult::error(vec![ContentBlock::text(format!(
                     "cannot start `cordon run`: {e}"
