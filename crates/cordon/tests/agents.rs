@@ -515,7 +515,7 @@ fn claude_code_runs_commands_in_cordons_sandbox_through_mcp() {
     assert!(!target.exists(), "the host keeps nothing");
     let said = results[0]["content"].to_string();
     assert!(
-        said.contains("Read-only file system") || said.contains("blocked"),
+        read_only(&said) || said.contains("blocked"),
         "the model reads that the sandbox stopped it: {said}"
     );
 }
@@ -984,10 +984,16 @@ fn write_outside() -> (tempfile::TempDir, PathBuf, String) {
     (outside, target, call)
 }
 
+/// `said` carries the error of a write to a read-only mount, in the words of whichever shell
+/// the agent chose: bash says "Read-only file system", zsh "read-only file system".
+fn read_only(said: &str) -> bool {
+    said.to_lowercase().contains("read-only file system")
+}
+
 /// The model read that the sandbox refused a write.
 fn assert_sandbox_refused(said: &str) {
     assert!(
-        said.contains("Read-only file system"),
+        read_only(said),
         "the model reads that the sandbox stopped it: {said}"
     );
 }
