@@ -133,6 +133,10 @@ impl Journal {
             .create(&self.dir)?;
         let file = open_lock(&self.dir.join(LOCK), true)?;
         let deadline = Instant::now() + LOCK_WAIT;
+        // Polled, so that a lock held too long times out; the wait starts short and grows,
+        // because every start and end of a run takes this lock, and with commands side by side
+        // the time a waiter sleeps past its release was most of what the lock cost.
+        let mut pause = Duration::from_micros(50);
         loop {
             match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => break,
@@ -149,7 +153,8 @@ impl Journal {
                     ),
                 ));
             }
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(1));
         }
         Ok(Held {
             journal: self,
