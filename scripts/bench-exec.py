@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-command latency and throughput of sandboxed commands: `cordon exec --jsonl` (warm
 sandboxes, and cold with CORDON_NO_WARM=1) beside a process per command for bwrap, srt and
-`codex sandbox` where installed, and `/bin/sh -c true` with no sandbox.
+`codex sandbox` where installed, and `/bin/sh -c true` and `bash -c true` with no sandbox.
 
 Each round runs every way once, in turn (interleaved, so that drift in the machine's state falls
 on all of them alike):
@@ -103,10 +103,11 @@ class Exec:
 
 
 class Processes:
-    """A process per command: PREFIX + /bin/sh -c true."""
+    """A process per command: PREFIX + SHELL -c true (SHELL: /bin/sh, or bash as cordon starts
+    it for a command line)."""
 
-    def __init__(self, prefix, cwd, env):
-        self.argv = prefix + ["/bin/sh", "-c", "true"]
+    def __init__(self, prefix, cwd, env, shell=("/bin/sh",)):
+        self.argv = prefix + list(shell) + ["-c", "true"]
         self.cwd = cwd
         self.env = env
         self.failed = 0
@@ -195,6 +196,10 @@ def main():
     else:
         skipped.append("codex: not installed (npm package @openai/codex)")
     ways.append(("/bin/sh -c true, no sandbox", lambda: Processes([], cwd, env), args.latency, args.n))
+    # cordon runs a command line with bash (since issue 29), which starts slower than dash.
+    ways.append(("bash --noprofile --norc -c true, no sandbox",
+                 lambda: Processes([], cwd, env, ("/bin/bash", "--noprofile", "--norc")),
+                 args.latency, args.n))
 
     results = {name: ([], []) for name, *_ in ways}
     failures = {name: 0 for name, *_ in ways}
