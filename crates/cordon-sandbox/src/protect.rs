@@ -538,16 +538,6 @@ impl RunGuard {
 
     /// Removes what the run planted, now.
     pub(crate) fn undo_now(&self) -> UndoReport {
-        self.undo_by(Act::Now)
-    }
-
-    /// What [`RunGuard::undo_now`] would report, with nothing changed: `undone` what it would
-    /// remove, `failed` the places it could not guard.
-    pub(crate) fn undo_dry(&self) -> UndoReport {
-        self.undo_by(Act::Dry)
-    }
-
-    fn undo_by(&self, act: Act) -> UndoReport {
         let mut report = UndoReport::default();
         for (path, error) in &self.unopened {
             report.failed.push(NotUndone {
@@ -557,7 +547,7 @@ impl RunGuard {
             });
         }
         if let Some(root) = self.roots.first() {
-            self.repo.undo_planted(root, act, &mut report);
+            self.repo.undo_planted(root, &mut report);
         }
         for (i, rel) in &self.absent {
             let root = &self.roots[*i];
@@ -572,11 +562,11 @@ impl RunGuard {
                 .rev()
                 .find(|a| matches!(root.meta(a), Ok(Some(m)) if m.kind == Kind::Symlink));
             match link {
-                Some(link) => report.removed(root, link, LINK_ON_THE_WAY, act.remove(root, link)),
-                None => report.removed(root, rel, CREATED, act.remove(root, rel)),
+                Some(link) => report.removed(root, link, LINK_ON_THE_WAY, root.remove(link)),
+                None => report.removed(root, rel, CREATED, root.remove(rel)),
             }
         }
-        self.take_out_git(act, &mut report);
+        self.take_out_git(&mut report);
         report.undone.dedup();
         report
     }
@@ -584,7 +574,7 @@ impl RunGuard {
     /// Searches the writable places for git metadata again, and takes out of what the run
     /// wrote (a config or hook that is new or no longer holds what it did) the hooks and
     /// config keys that would run a program.
-    fn take_out_git(&self, act: Act, report: &mut UndoReport) {
+    fn take_out_git(&self, report: &mut UndoReport) {
         let paths: Vec<PathBuf> = self.roots.iter().map(|r| r.path().to_path_buf()).collect();
         let after = gitmeta::rescan(&self.git, &paths, self.git_limit);
         if after.truncated {
@@ -605,7 +595,7 @@ impl RunGuard {
                 .read_link(rel)
                 .is_ok_and(|t| unchanged(link, &t.into_os_string().into_encoded_bytes()));
             if !same {
-                report.removed(root, rel, LINK_ON_THE_WAY, act.remove(root, rel));
+                report.removed(root, rel, LINK_ON_THE_WAY, root.remove(rel));
             }
         }
         for g in &after.gitdirs {
@@ -623,7 +613,7 @@ impl RunGuard {
                     // Not a regular file: git cannot read it as config either, but a
                     // symlink could lead git to one elsewhere.
                     Err(_) => {
-                        report.removed(root, &rel, GIT_CONFIG_ODD, act.remove(root, &rel));
+                        report.removed(root, &rel, GIT_CONFIG_ODD, root.remove(&rel));
                         continue;
                     }
                 };
@@ -634,7 +624,7 @@ impl RunGuard {
                 if removed.is_empty() {
                     continue;
                 }
-                match act.replace_file(root, &rel, kept.as_bytes(), meta.mode) {
+                match root.replace_file(&rel, kept.as_bytes(), meta.mode) {
                     Ok(()) => report.undone.extend(removed.into_iter().map(|r| Undone {
                         path: abs.clone(),
                         why: GIT_KEY,
@@ -661,7 +651,7 @@ impl RunGuard {
                 if root.read(&rel).is_ok_and(|b| unchanged(&abs, &b)) {
                     continue;
                 }
-                report.removed(root, &rel, GIT_HOOK, act.remove(root, &rel));
+                report.removed(root, &rel, GIT_HOOK, root.remove(&rel));
             }
         }
     }
@@ -672,30 +662,6 @@ impl RunGuard {
             .iter()
             .filter_map(|r| Some((r, r.relative(abs)?)))
             .min_by_key(|(_, rel)| rel.as_os_str().len())
-    }
-}
-
-/// Whether an undo acts, or only finds what it would do.
-#[derive(Clone, Copy)]
-enum Act {
-    Now,
-    Dry,
-}
-
-impl Act {
-    /// Removes `rel` (`Ok(false)`: it was not there); dry, only whether it is there.
-    fn remove(self, root: &Root, rel: &Path) -> std::io::Result<bool> {
-        match self {
-            Act::Now => root.remove(rel),
-            Act::Dry => root.meta(rel).map(|m| m.is_some()),
-        }
-    }
-
-    fn replace_file(self, root: &Root, rel: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-        match self {
-            Act::Now => root.replace_file(rel, bytes, mode),
-            Act::Dry => Ok(()),
-        }
     }
 }
 
@@ -731,7 +697,7 @@ impl PlantedRepoGuard {
 
     /// After the run: if the top of `root` now looks like a bare repository and the run made
     /// it so, removes what the run added.
-    fn undo_planted(&self, root: &Root, act: Act, report: &mut UndoReport) {
+    fn undo_planted(&self, root: &Root, report: &mut UndoReport) {
         let exists = BARE_REPO.map(|n| matches!(root.meta(Path::new(n)), Ok(Some(_))));
         let looks_like_repo = exists[0] && exists[1] && exists[2];
         if !looks_like_repo {
@@ -739,7 +705,7 @@ impl PlantedRepoGuard {
         }
         for i in (0..4).filter(|&i| exists[i] && !self.existed[i]) {
             let rel = Path::new(BARE_REPO[i]);
-            report.removed(root, rel, PLANTED_REPO, act.remove(root, rel));
+            report.removed(root, rel, PLANTED_REPO, root.remove(rel));
         }
     }
 }
@@ -794,7 +760,7 @@ mod tests {
         std::fs::create_dir_all(root.join("objects"))?;
         std::fs::create_dir_all(root.join("refs/heads"))?;
         let mut report = UndoReport::default();
-        guard.undo_planted(&r, Act::Now, &mut report);
+        guard.undo_planted(&r, &mut report);
         assert_eq!(report.undone.len(), 3);
         assert!(!root.join("HEAD").exists() && !root.join("objects").exists());
         assert!(root.join("config").exists(), "what existed before stays");
@@ -805,7 +771,7 @@ mod tests {
         std::fs::create_dir_all(root.join("refs"))?;
         let guard = PlantedRepoGuard::before(Some(&r));
         let mut report = UndoReport::default();
-        guard.undo_planted(&r, Act::Now, &mut report);
+        guard.undo_planted(&r, &mut report);
         assert!(report.undone.is_empty());
         Ok(())
     }
@@ -967,7 +933,7 @@ mod tests {
         let guard = PlantedRepoGuard::before(Some(&r));
         std::fs::create_dir_all(dir.path().join("objects"))?;
         let mut report = UndoReport::default();
-        guard.undo_planted(&r, Act::Now, &mut report);
+        guard.undo_planted(&r, &mut report);
         assert!(
             report.undone.is_empty(),
             "an objects/ folder alone is a project's business"
