@@ -429,11 +429,7 @@ fn run_seatbelt(
     }
     let mut not_entered = Vec::new();
     let held = super::journal::hold(run.journal, &mut not_entered)?;
-    let places: Vec<PathBuf> = std::iter::once(&spec.cwd)
-        .chain(&spec.writable)
-        .cloned()
-        .collect();
-    super::journal::recover(held.as_ref(), &places);
+    super::journal::recover(held.as_ref(), &spec.cwd, &spec.writable);
     let mut guard = RunGuard::before(
         &spec.cwd,
         &spec.writable,

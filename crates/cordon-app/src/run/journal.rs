@@ -2,7 +2,7 @@
 //! is planned until its guard is entered, so that no other run's clean-up changes what the plan
 //! found in between; what dead runs left in the run's places undone first.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 use cordon_sandbox::RunGuard;
@@ -41,9 +41,14 @@ pub(crate) fn hold<'a>(
     }
 }
 
-/// Undoes what runs that are gone left in or around `places`, saying so.
-pub(crate) fn recover(held: Option<&Held<'_>>, places: &[PathBuf]) {
-    for found in held.map(|h| h.recover(Some(places))).unwrap_or_default() {
+/// Undoes what runs that are gone left in or around a run's places (its working directory
+/// and `writable`), saying so.
+pub(crate) fn recover(held: Option<&Held<'_>>, cwd: &Path, writable: &[PathBuf]) {
+    let places: Vec<PathBuf> = std::iter::once(cwd)
+        .chain(writable.iter().map(PathBuf::as_path))
+        .map(Path::to_path_buf)
+        .collect();
+    for found in held.map(|h| h.recover(Some(&places))).unwrap_or_default() {
         found.say();
     }
 }

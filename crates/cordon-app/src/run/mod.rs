@@ -432,11 +432,7 @@ fn run_planned(
     ),
     mut weaker: Vec<String>,
 ) -> anyhow::Result<u8> {
-    let places: Vec<PathBuf> = std::iter::once(&plan.cwd)
-        .chain(&plan.writable)
-        .cloned()
-        .collect();
-    journal::recover(held.as_ref(), &places);
+    journal::recover(held.as_ref(), &plan.cwd, &plan.writable);
     let Prepared {
         mut spec,
         wanted,

@@ -73,11 +73,7 @@ impl WarmPool {
         if warm_unsupported(&prepared.spec).is_some() {
             return None;
         }
-        let places: Vec<std::path::PathBuf> = std::iter::once(&prepared.spec.cwd)
-            .chain(&prepared.spec.writable)
-            .cloned()
-            .collect();
-        super::journal::recover(held.as_ref(), &places);
+        super::journal::recover(held.as_ref(), &prepared.spec.cwd, &prepared.spec.writable);
         let kept = self.sandbox_for(&prepared.spec, &mut prepared.made)?;
         let sandbox = kept.sandbox.as_ref().ok()?;
         let spec = &prepared.spec;
