@@ -102,6 +102,32 @@ class Exec:
         self.proc.wait()
 
 
+class Sustained(Exec):
+    """Warm commands always going side by side for long: the rate over the last `n` of
+    `before + n` runs, IN_FLIGHT in flight throughout. What each run leaves in cordon's guard
+    journal while others overlap it shows here, if it piles up; a short burst hides it."""
+
+    def __init__(self, cordon, cwd, env, before):
+        super().__init__(cordon, cwd, env)
+        self.first = before
+
+    def latency(self, runs):
+        return None
+
+    def throughput(self, n, in_flight):
+        total = self.first + n
+        for _ in range(min(in_flight, total)):
+            self.send()
+        start = None
+        for done in range(1, total + 1):
+            self.exited()
+            if done == self.first:
+                start = time.perf_counter()
+            if self.sent < total:
+                self.send()
+        return n / (time.perf_counter() - start)
+
+
 class Processes:
     """A process per command: PREFIX + SHELL -c true (SHELL: /bin/sh, or bash as cordon starts
     it for a command line)."""
@@ -148,6 +174,9 @@ def main():
     p.add_argument("--rebuild", action="store_true",
                    help="also time warm commands when the host replaces a protected .bashrc "
                         "before each (the sandbox is built again each time)")
+    p.add_argument("--sustained", type=int, default=0, metavar="BEFORE",
+                   help="also time warm throughput over the N runs that come after BEFORE runs "
+                        "with IN_FLIGHT always going")
     p.add_argument("--peer-runs", type=int, default=20,
                    help="runs per measurement for srt and codex, which take 0.1-0.5 s each")
     args = p.parse_args()
@@ -165,6 +194,9 @@ def main():
         ways.append((f"{name}, warm", lambda c=cordon: Exec(c, cwd, env), args.latency, args.n))
         ways.append((f"{name}, cold (CORDON_NO_WARM=1)", lambda c=cordon: Exec(c, cwd, cold_env),
                      args.latency, args.n))
+        if args.sustained:
+            ways.append((f"{name}, warm, after {args.sustained} side by side",
+                         lambda c=cordon: Sustained(c, cwd, env, args.sustained), 0, args.n))
         if args.rebuild:
             edited = os.path.join(scratch, "edited")
             os.makedirs(edited, exist_ok=True)
@@ -223,9 +255,9 @@ def main():
           f"throughput: {args.in_flight} in flight")
     print(f"{'way':45} {'latency p50 ms (rounds: low-high)':>36} {'commands/s (low-high)':>24}")
     for name, (lat, thr) in results.items():
-        ms = [x * 1000 for x in lat]
-        print(f"{name:45} {statistics.median(ms):>13.2f} ({min(ms):.2f}-{max(ms):.2f})"
-              f"{'':>9} {statistics.median(thr):>8.0f} ({min(thr):.0f}-{max(thr):.0f})")
+        ms = [x * 1000 for x in lat if x is not None]
+        shown = f"{statistics.median(ms):>13.2f} ({min(ms):.2f}-{max(ms):.2f})" if ms else f"{'-':>25}"
+        print(f"{name:45} {shown}{'':>9} {statistics.median(thr):>8.0f} ({min(thr):.0f}-{max(thr):.0f})")
     for name, count in failures.items():
         if count:
             print(f"{name}: {count} runs side by side failed (left out of its rate)")

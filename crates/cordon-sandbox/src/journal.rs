@@ -67,6 +67,16 @@ struct Record {
     pid: u32,
 }
 
+impl Record {
+    /// Whether undoing `other` would undo exactly what undoing this does: the same places
+    /// (by path and by identity) found in the same state. Compared as JSON values, whose
+    /// objects compare as maps, so that the order a hash map was written in does not matter.
+    fn says_the_same(&self, other: &Record) -> bool {
+        let value = |r: &Record| serde_json::to_value(&r.guard).ok();
+        self.roots == other.roots && value(self).is_some() && value(self) == value(other)
+    }
+}
+
 /// A run's place in the journal, for as long as it or a process undoing for it lives.
 #[derive(Debug)]
 pub struct Entry {
@@ -324,17 +334,29 @@ impl Entry {
         let going = group.iter().any(|&i| held.is_going(&records[i]));
         if going {
             let path = self.dir.join(format!("{}.json", self.id));
-            let ended = std::fs::read(&path)
+            let own = std::fs::read(&path)
                 .ok()
-                .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
-                .map(|mut r| {
-                    r.ended = true;
-                    write_record(&self.dir, &self.id, &r)
-                });
+                .and_then(|b| serde_json::from_slice::<Record>(&b).ok());
             let mut report = UndoReport {
                 deferred: true,
                 ..UndoReport::default()
             };
+            // A record that says no more than one already in the group (the same places,
+            // found in the same state) goes: undoing twice what was found once undoes no more,
+            // and the other is undone by the last run or after a kill as surely as this one
+            // would be. With commands always going side by side this is what keeps the records
+            // from piling up. (A record whose undo would merely change nothing must stay: see
+            // `a_plant_deleted_and_planted_again_is_undone_by_the_last`.)
+            if let Some(own) = &own
+                && group.iter().any(|&i| records[i].1.says_the_same(own))
+            {
+                held.forget(&self.id);
+                return report;
+            }
+            let ended = own.map(|mut r| {
+                r.ended = true;
+                write_record(&self.dir, &self.id, &r)
+            });
             if !matches!(ended, Some(Ok(()))) {
                 // Not marked: it would count as going until its lock is let go, and be undone
                 // then by whoever finds it, as a killed run's.
@@ -555,6 +577,34 @@ mod tests {
         c.undo();
         std::fs::write(s.place.join(".bashrc"), "evil again").expect("plant again");
         let report = r.undo();
+        assert!(!report.deferred, "{report:?}");
+        assert!(
+            !s.place.join(".bashrc").exists(),
+            "the plant outlived every run"
+        );
+        assert_eq!(records(&s.journal), 0);
+    }
+
+    /// Runs that start and end beside one that keeps going, each finding the place as the
+    /// others did, leave no record behind them (with commands always going side by side they
+    /// used to pile up, and every start and end read them all); what one of them planted is
+    /// still undone by the last.
+    #[test]
+    fn runs_that_found_the_same_leave_one_record() {
+        let s = setup();
+        let long = entered(&s.journal, &s.place);
+        for i in 0..10 {
+            let run = entered(&s.journal, &s.place);
+            if i == 3 {
+                std::fs::write(s.place.join(".bashrc"), "evil").expect("plant");
+            }
+            let report = run.undo();
+            assert!(report.deferred, "{report:?}");
+            // Those started after the plant found `.bashrc` there: their records differ from
+            // the long run's, and the first of them stays for the others.
+            assert_eq!(records(&s.journal), 1 + usize::from(i > 3), "after run {i}");
+        }
+        let report = long.undo();
         assert!(!report.deferred, "{report:?}");
         assert!(
             !s.place.join(".bashrc").exists(),
