@@ -15,23 +15,45 @@ pub struct AllowedPathConfig {
     pub excluded_args: Vec<String>,
 }
 
-/// Which string arguments are paths: listed ones, and those whose key says so.
+/// Which string arguments are paths: listed ones, and those whose key says so. The strings
+/// of a list are paths when the list's key says so (`paths: [".env"]`), however deep.
 fn collect_paths<'a>(
     config: &AllowedPathConfig,
     prefix: &str,
     value: &'a Value,
     out: &mut Vec<(String, &'a str)>,
 ) {
-    let children: Vec<(String, &Value)> = match value {
-        Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), v)).collect(),
+    collect_paths_in(config, prefix, value, false, out);
+}
+
+fn collect_paths_in<'a>(
+    config: &AllowedPathConfig,
+    prefix: &str,
+    value: &'a Value,
+    in_path_list: bool,
+    out: &mut Vec<(String, &'a str)>,
+) {
+    let children: Vec<(String, &Value, bool)> = match value {
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| {
+                let k_low = k.to_ascii_lowercase();
+                let named_path = ["path", "directory", "file"]
+                    .iter()
+                    .any(|w| k_low.contains(w))
+                    || k_low == "source"
+                    || k_low == "destination";
+                (k.clone(), v, named_path)
+            })
+            .collect(),
         Value::Array(items) => items
             .iter()
             .enumerate()
-            .map(|(i, v)| (i.to_string(), v))
+            .map(|(i, v)| (i.to_string(), v, in_path_list))
             .collect(),
         _ => return,
     };
-    for (key, v) in children {
+    for (key, v, named_path) in children {
         let full = if prefix.is_empty() {
             key.clone()
         } else {
@@ -42,15 +64,12 @@ fn collect_paths<'a>(
         }
         match v {
             Value::String(s) => {
-                let k = key.to_ascii_lowercase();
-                let named_path = ["path", "directory", "file"].iter().any(|w| k.contains(w))
-                    || k == "source"
-                    || k == "destination";
                 if config.included_args.contains(&full) || named_path {
                     out.push((full, s));
                 }
             }
-            _ => collect_paths(config, &full, v, out),
+            Value::Array(_) => collect_paths_in(config, &full, v, named_path, out),
+            _ => collect_paths_in(config, &full, v, false, out),
         }
     }
 }
@@ -178,6 +197,26 @@ mod tests {
             &env,
         )
         .decision
+    }
+
+    /// Gemini CLI's `read_many_files {"paths": [".env"]}` is a read of `.env` as surely as
+    /// `read_file` is.
+    #[test]
+    fn paths_in_a_list_of_paths_are_checked() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ws = dir.path();
+        for args in [
+            json!({"paths": ["main.py", ".env"]}),
+            json!({"paths": [["nested", ".env"]]}),
+            json!({"file_paths": ["../outside"]}),
+        ] {
+            assert_eq!(verdict(ws, args.clone()), Decision::Deny, "{args}");
+        }
+        assert_eq!(
+            verdict(ws, json!({"paths": ["main.py"], "include": ["*.md"]})),
+            Decision::Allow
+        );
+        Ok(())
     }
 
     #[test]
