@@ -44,6 +44,25 @@ pub enum Agent {
 /// The name `cordon setup` gives `cordon mcp` among the agent's MCP servers.
 pub const OWN_SERVER: &str = "cordon";
 
+/// The tools `cordon mcp` serves. A call is cordon's own only when its server is
+/// [`OWN_SERVER`] and its tool one of these exactly: the agents join server and tool with
+/// `__`, so a server named `cordon__x` would otherwise pass for cordon's.
+pub const OWN_TOOLS: &[&str] = &[
+    "run_shell_command",
+    "read_file",
+    "write_file",
+    "replace",
+    "list_directory",
+    "glob",
+    "search_file_content",
+];
+
+/// A hook matcher for every tool but cordon's own, which the agent names `PREFIX` + the tool
+/// (`mcp__cordon__` for Claude Code, `mcp_cordon_` for Gemini CLI), exactly.
+pub fn hook_matcher(prefix: &str) -> String {
+    format!("^(?!{prefix}({})$)", OWN_TOOLS.join("|"))
+}
+
 impl Agent {
     /// The names `cordon hook` takes.
     pub const NAMES: [&'static str; 3] = ["claude-code", "gemini-cli", "codex"];
@@ -334,6 +353,7 @@ pub fn decide(
     let hook = read_hook(agent, input)?;
     if let [call] = hook.calls.as_slice()
         && call.server.as_deref() == Some(OWN_SERVER)
+        && OWN_TOOLS.contains(&call.name.as_str())
     {
         let outcome = Outcome {
             decision: Decision::Allow,

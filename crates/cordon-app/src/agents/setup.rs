@@ -142,7 +142,7 @@ pub fn plan(
         Agent::ClaudeCode => {
             let hook = json!({
                 // cordon's own MCP tools are decided by `cordon mcp` itself.
-                "matcher": "^(?!mcp__cordon__)",
+                "matcher": super::hook_matcher(&format!("mcp__{}__", super::OWN_SERVER)),
                 "hooks": [{"type": "command", "command": format!("{cordon} hook claude-code")}],
             });
             let server = json!({"command": cordon, "args": ["mcp"]});
@@ -186,7 +186,7 @@ pub fn plan(
         }
         Agent::GeminiCli => {
             let hook = json!({
-                "matcher": "^(?!mcp_cordon_)",
+                "matcher": super::hook_matcher(&format!("mcp_{}_", super::OWN_SERVER)),
                 // Gemini CLI's `tools.exclude` would take cordon's own `run_shell_command`
                 // with its own: the hook refuses Gemini CLI's instead.
                 "hooks": [{"type": "command", "name": "cordon",

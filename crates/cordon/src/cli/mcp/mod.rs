@@ -118,15 +118,8 @@ fn parse(name: &str, args: Value) -> Result<Parsed, String> {
     })
 }
 
-const TOOL_NAMES: &[&str] = &[
-    "run_shell_command",
-    "read_file",
-    "write_file",
-    "replace",
-    "list_directory",
-    "glob",
-    "search_file_content",
-];
+/// The agents' hooks let exactly these through to be decided here.
+const TOOL_NAMES: &[&str] = cordon_app::agents::OWN_TOOLS;
 
 /// The tools, named and shaped as Gemini CLI's, so that the same policy files govern both.
 fn tools() -> Vec<Tool> {
