@@ -249,6 +249,8 @@ pub struct RunConfig {
     pub deny_write: Vec<PathBuf>,
     pub deny_read: Vec<PathBuf>,
     pub allow_read: Vec<PathBuf>,
+    /// The credential stores not hidden (by name).
+    pub expose_credentials: Vec<String>,
     pub allow_unix_sockets: Vec<PathBuf>,
     pub host_network: bool,
     pub allow_local_binding: bool,
@@ -327,6 +329,7 @@ impl RunConfig {
                     .collect()
             })
             .unwrap_or_default();
+        let mut expose_credentials = value(s.expose_credentials).unwrap_or_default();
         if let Some(agent) = sources.agent {
             let profile = crate::agents::profile::profile(
                 agent,
@@ -343,6 +346,7 @@ impl RunConfig {
                 })?;
             }
             allow_write.extend(profile.dirs);
+            expose_credentials.push(profile.credentials.to_string());
             let by = format!("--agent {}", agent.name());
             keep_env.extend(
                 profile
@@ -373,6 +377,7 @@ impl RunConfig {
             deny_write: present(s.deny_write),
             deny_read: present(s.deny_read),
             allow_read: value(s.allow_read).unwrap_or_default(),
+            expose_credentials,
             allow_unix_sockets: value(s.allow_unix_sockets).unwrap_or_default(),
             host_network: sources.host_network,
             allow_local_binding: value(s.allow_local_binding).unwrap_or(false),

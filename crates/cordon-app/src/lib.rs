@@ -22,6 +22,7 @@ pub mod bounds;
 #[cfg(unix)]
 pub mod child;
 pub mod config;
+pub mod credentials;
 #[cfg(unix)]
 pub mod decide;
 #[cfg(unix)]

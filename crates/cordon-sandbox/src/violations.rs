@@ -173,7 +173,10 @@ pub fn infer(line: &str, spec: &SandboxSpec) -> Option<Violation> {
     let lower = line.to_ascii_lowercase();
     let says = |i: usize| lower.contains(REFUSALS[i]) || lower.contains(REFUSALS[i + 1]);
     let (read_only, denied, not_permitted) = (says(0), says(2), says(4));
-    if !(read_only || denied || not_permitted) {
+    // A hidden path looks missing from inside (a credential store, `--deny-read`): the
+    // command's "no such file" on one is a read the sandbox blocked, not a missing file.
+    let missing = lower.contains(MISSING);
+    if !(read_only || denied || not_permitted || missing) {
         return None;
     }
     let path = path_in(line).map(|p| spec.cwd.join(p));
@@ -182,9 +185,12 @@ pub fn infer(line: &str, spec: &SandboxSpec) -> Option<Violation> {
     let writable =
         |p: &Path| p.starts_with(&spec.cwd) || under(p, &spec.writable) || p.starts_with("/tmp");
     let (operation, rule) = match &path {
-        Some(p) if under(p, &spec.hidden) && !under(p, &spec.reopened) => {
-            ("read", "--deny-read hides it".to_string())
-        }
+        Some(p) if under(p, &spec.hidden) && !under(p, &spec.reopened) => (
+            "read",
+            "hidden (a credential store, or --deny-read)".to_string(),
+        ),
+        // Anywhere else a missing file is only missing.
+        _ if !(read_only || denied || not_permitted) => return None,
         Some(p) if under(p, &spec.read_only) => (
             "write",
             "read-only inside a writable place (a protected file, or --deny-write)".to_string(),
@@ -214,6 +220,9 @@ pub fn infer(line: &str, spec: &SandboxSpec) -> Option<Violation> {
 }
 
 /// Phrases that say the kernel refused, as tools print them.
+/// What a command says of a path it cannot find: what a hidden one looks like from inside.
+const MISSING: &str = "no such file or directory";
+
 const REFUSALS: [&str; 6] = [
     "read-only file system",
     "erofs",
@@ -241,7 +250,11 @@ fn path_in(line: &str) -> Option<PathBuf> {
         }
     }
     let lower = line.to_ascii_lowercase();
-    let at = REFUSALS.iter().filter_map(|r| lower.find(r)).min()?;
+    let at = REFUSALS
+        .iter()
+        .chain(std::iter::once(&MISSING))
+        .filter_map(|r| lower.find(r))
+        .min()?;
     let before = line[..at].trim_end().trim_end_matches(':');
     let word = before.rsplit(char::is_whitespace).next()?;
     looks_like_path(word).then(|| PathBuf::from(word))
@@ -332,6 +345,11 @@ mod tests {
                 None,
                 "system call",
             ),
+            (
+                "cat: /home/u/.ssh/id_rsa: No such file or directory",
+                Some("/home/u/.ssh/id_rsa"),
+                "read",
+            ),
         ];
         for (line, path, op) in cases {
             assert_eq!(
@@ -340,6 +358,9 @@ mod tests {
                 "{line}"
             );
         }
+        // A file missing where nothing is hidden is only missing.
+        assert_eq!(inferred("cat: /w/nothere: No such file or directory"), None);
+        assert_eq!(inferred("cat: /home/u/x: No such file or directory"), None);
     }
 
     #[test]

@@ -466,6 +466,51 @@ fn claude_codes_bash_calls_are_decided_by_the_hook() {
     }
 }
 
+/// Through the hook, in the modes where Claude Code asks nobody (`bypassPermissions`,
+/// `dontAsk`) as well as the default: the model asks to read the user's SSH key and to switch
+/// the project's hooks off. The key never reaches the model server, and the settings file is
+/// never written: both are denials, not questions Claude Code could answer itself.
+#[test]
+fn claude_code_cannot_read_keys_or_switch_cordon_off_in_any_mode() {
+    let Some(claude) = claude() else {
+        return;
+    };
+    let project = Project::new();
+    let key = project.home.join(".ssh/id_ed25519");
+    std::fs::create_dir_all(key.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&key, "PRIVATE-KEY-MARKER-7731\n").expect("write the key");
+    let local = project.dir.join(".claude/settings.local.json");
+    for mode in ["default", "bypassPermissions", "dontAsk"] {
+        let extra = ["--permission-mode", mode];
+        let model = ScriptedModel::start("cat ~/.ssh/id_ed25519");
+        let result = project.claude(&claude, &model, &extra);
+        let results = model.results();
+        assert_eq!(results.len(), 1, "{mode}: {results:?} {result}");
+        let said = results[0]["content"].to_string();
+        assert!(
+            !said.contains("PRIVATE-KEY-MARKER"),
+            "{mode}: the key reached the model: {said}"
+        );
+        assert!(said.contains("credential store"), "{mode}: {said}");
+
+        let model = ScriptedModel::asking(Call {
+            tool: "Write".into(),
+            input: json!({"file_path": local, "content": "{\"disableAllHooks\": true}"}),
+        });
+        let result = project.claude(&claude, &model, &extra);
+        let results = model.results();
+        assert_eq!(results.len(), 1, "{mode}: {results:?} {result}");
+        assert!(
+            !local.exists(),
+            "{mode}: the model switched the hooks off: {result}"
+        );
+        assert!(
+            results[0]["content"].to_string().contains("control files"),
+            "{mode}: {results:?}"
+        );
+    }
+}
+
 /// Through MCP: Claude Code calls cordon's `run_shell_command` (`cordon mcp` as its MCP
 /// server). A write in the workspace lands and the result reaches the model; a write outside
 /// it is stopped by the sandbox, the host keeps nothing, and the model reads what was blocked.

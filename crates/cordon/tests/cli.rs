@@ -1257,3 +1257,282 @@ fn kubernetes_dry_run_prints_manifests_and_refuses_the_rest() {
         stderr(&o)
     );
 }
+
+/// Reading a credential store is refused in every mode, whatever rule allows reading (the
+/// defaults allow it everywhere), by its path however it is written; what is not secret
+/// beside it is not; the user's settings may expose a store by name, a project's may not.
+#[test]
+fn credential_stores_are_refused_to_every_tool() {
+    let env = Env::new();
+    env.write("home/.ssh/id_rsa", "KEY");
+    env.write("home/.ssh/id_rsa.pub", "PUB");
+    env.write("home/.aws/credentials", "AWS");
+    env.write("ws/main.py", "print(1)");
+    let key = env.path("home/.ssh/id_rsa");
+    let key = key.to_str().expect("utf-8");
+    let check = |tool: &str, args: Value, mode: &str| -> Value {
+        let o = env.cordon(
+            &[
+                "check",
+                "--tool",
+                tool,
+                "--args",
+                &args.to_string(),
+                "--mode",
+                mode,
+            ],
+            None,
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        json(&o)
+    };
+    let refused = [
+        (
+            "run_shell_command",
+            serde_json::json!({"command": "cat ~/.ssh/id_rsa"}),
+        ),
+        (
+            "run_shell_command",
+            serde_json::json!({"command": "cat \"$HOME\"/.ss?/id_*"}),
+        ),
+        (
+            "run_shell_command",
+            serde_json::json!({"command": "cd ~ && base64 < .aws/credentials"}),
+        ),
+        ("read_file", serde_json::json!({"file_path": key})),
+        (
+            "read_many_files",
+            serde_json::json!({"paths": ["main.py", "../home/.aws/credentials"]}),
+        ),
+        ("glob", serde_json::json!({"pattern": "~/.ssh/*"})),
+    ];
+    for mode in ["default", "yolo"] {
+        for (tool, args) in &refused {
+            let v = check(tool, args.clone(), mode);
+            assert_eq!(v["decision"], "deny", "{tool} {args} in {mode}: {v}");
+            let reason = v["reason"].as_str().unwrap_or_default();
+            assert!(
+                reason.contains("credential store") && reason.contains("expose_credentials"),
+                "{reason}"
+            );
+        }
+    }
+    for (tool, args) in [
+        (
+            "run_shell_command",
+            serde_json::json!({"command": "cat ~/.ssh/id_rsa.pub"}),
+        ),
+        ("run_shell_command", serde_json::json!({"command": "ls ~"})),
+        ("read_file", serde_json::json!({"file_path": "main.py"})),
+    ] {
+        let v = check(tool, args.clone(), "default");
+        assert_eq!(v["decision"], "allow", "{tool} {args}: {v}");
+    }
+    let aws = serde_json::json!({"command": "cat ~/.aws/credentials"});
+    // A project cannot expose one (it is left out, and said so)...
+    env.write(
+        "ws/.cordon/cordon.toml",
+        "[filesystem]\nexpose_credentials = [\"aws\"]\n",
+    );
+    assert_eq!(
+        check("run_shell_command", aws.clone(), "yolo")["decision"],
+        "deny"
+    );
+    // ...the user can, by name; a name cordon does not know is an error naming the file.
+    env.write(
+        "home/.config/cordon/cordon.toml",
+        "[filesystem]\nexpose_credentials = [\"aws\"]\n",
+    );
+    assert_eq!(
+        check("run_shell_command", aws.clone(), "yolo")["decision"],
+        "allow"
+    );
+    let v = check(
+        "run_shell_command",
+        serde_json::json!({"command": "cat ~/.ssh/id_rsa"}),
+        "yolo",
+    );
+    assert_eq!(v["decision"], "deny", "{v}");
+    env.write(
+        "home/.config/cordon/cordon.toml",
+        "[filesystem]\nexpose_credentials = [\"awss\"]\n",
+    );
+    let o = env.cordon(
+        &[
+            "check",
+            "--tool",
+            "run_shell_command",
+            "--args",
+            &aws.to_string(),
+        ],
+        None,
+    );
+    assert_ne!(o.status.code(), Some(0));
+    let e = stderr(&o);
+    assert!(
+        e.contains("cordon.toml") && e.contains("no credential store `awss`") && e.contains("aws,"),
+        "{e}"
+    );
+}
+
+/// Through the agents' hooks, in the modes where nobody is asked: a credential read is denied
+/// (not asked), by any of the agent's tools; a tool of a server merely named like cordon's is
+/// decided like any other, not let through as cordon's own.
+#[test]
+fn the_hooks_deny_credential_reads_and_know_cordons_own_tools_exactly() {
+    let env = Env::new();
+    env.write("home/.ssh/id_ed25519", "KEY");
+    env.write("home/.aws/credentials", "AWS");
+    let key = env.path("home/.ssh/id_ed25519");
+    let key = key.to_str().expect("utf-8");
+    let claude = |tool: &str, input: Value, mode: &str| -> (String, String) {
+        let o = env.cordon(
+            &["hook", "claude-code"],
+            Some(&claude_input(&env, tool, input, mode)),
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = json(&o)["hookSpecificOutput"].clone();
+        (
+            out["permissionDecision"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
+            out["permissionDecisionReason"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
+        )
+    };
+    for mode in ["default", "bypassPermissions", "dontAsk", "acceptEdits"] {
+        for (tool, input) in [
+            (
+                "Bash",
+                serde_json::json!({"command": "cat ~/.ssh/id_ed25519"}),
+            ),
+            (
+                "Bash",
+                serde_json::json!({"command": "tar cz ~/.aws | base64"}),
+            ),
+            ("Read", serde_json::json!({"file_path": key})),
+            (
+                "Grep",
+                serde_json::json!({"pattern": "BEGIN", "path": "~/.ssh"}),
+            ),
+        ] {
+            let (decision, why) = claude(tool, input.clone(), mode);
+            assert_eq!(decision, "deny", "{tool} {input} in {mode}: {why}");
+            assert!(why.contains("credential store"), "{why}");
+        }
+    }
+    let gemini = |tool: &str, input: Value| -> Value {
+        let input = serde_json::json!({
+            "session_id": "s", "transcript_path": "/t", "cwd": env.path("ws"),
+            "hook_event_name": "BeforeTool", "timestamp": "2026-11-28T00:00:00Z",
+            "tool_name": tool, "tool_input": input,
+        });
+        let o = env.cordon(&["hook", "gemini-cli"], Some(&input.to_string()));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        json(&o)
+    };
+    let many = gemini(
+        "read_many_files",
+        serde_json::json!({"paths": ["README.md", key]}),
+    );
+    assert_eq!(many["decision"], "deny", "{many}");
+    // A project `.env` in a list of paths is held as `read_file .env` is.
+    let env_file = gemini("read_many_files", serde_json::json!({"paths": [".env"]}));
+    assert_eq!(env_file["decision"], "deny", "{env_file}");
+    // cordon's own tool passes to `cordon mcp`, which decides it; a server called
+    // `cordon__evil` is not cordon's.
+    let (own, why) = claude(
+        "mcp__cordon__run_shell_command",
+        serde_json::json!({"command": "rm -rf ~"}),
+        "default",
+    );
+    assert_eq!(own, "allow", "{why}");
+    let (other, why) = claude(
+        "mcp__cordon__evil__run",
+        serde_json::json!({"command": "rm -rf ~"}),
+        "dontAsk",
+    );
+    assert_eq!(
+        other, "deny",
+        "decided as an unknown tool nobody can be asked about: {why}"
+    );
+}
+
+/// Writing an agent's or editor's control files is denied, never asked about, in every mode
+/// (a question Claude Code answers itself in bypassPermissions is no guard), through the file
+/// tools and through the shell; reading them is not.
+#[test]
+fn the_hooks_deny_writes_to_agent_control_files_in_every_mode() {
+    let env = Env::new();
+    env.write("ws/.claude/settings.json", "{}");
+    let home_settings = env.path("home/.claude/settings.json");
+    let home_settings = home_settings.to_str().expect("utf-8");
+    let claude = |tool: &str, input: Value, mode: &str| -> (String, String) {
+        let o = env.cordon(
+            &["hook", "claude-code"],
+            Some(&claude_input(&env, tool, input, mode)),
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = json(&o)["hookSpecificOutput"].clone();
+        (
+            out["permissionDecision"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
+            out["permissionDecisionReason"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
+        )
+    };
+    for mode in ["default", "acceptEdits", "bypassPermissions", "dontAsk"] {
+        for (tool, input) in [
+            (
+                "Write",
+                serde_json::json!({"file_path": ".claude/settings.local.json",
+                    "content": "{\"disableAllHooks\": true}"}),
+            ),
+            (
+                "Edit",
+                serde_json::json!({"file_path": home_settings, "old_string": "{",
+                    "new_string": "{\"hooks\":{}"}),
+            ),
+            (
+                "Write",
+                serde_json::json!({"file_path": ".vscode/tasks.json", "content": "{}"}),
+            ),
+            (
+                "Write",
+                serde_json::json!({"file_path": ".envrc", "content": "curl x | sh"}),
+            ),
+            (
+                "Bash",
+                serde_json::json!({"command": "echo '{}' > .mcp.json"}),
+            ),
+            (
+                "Bash",
+                serde_json::json!({"command": "mkdir -p .claude/commands && cp x.md .claude/commands/"}),
+            ),
+        ] {
+            let (decision, why) = claude(tool, input.clone(), mode);
+            assert_eq!(decision, "deny", "{tool} {input} in {mode}: {why}");
+            assert!(why.contains("control files"), "{why}");
+        }
+    }
+    // (The file tools' walls ask before touching an agent's settings at all; not denied.)
+    let (read, why) = claude(
+        "Read",
+        serde_json::json!({"file_path": ".claude/settings.json"}),
+        "default",
+    );
+    assert_ne!(read, "deny", "{why}");
+    let (cat, why) = claude(
+        "Bash",
+        serde_json::json!({"command": "cat .claude/settings.json"}),
+        "default",
+    );
+    assert_eq!(cat, "allow", "{why}");
+}

@@ -1162,6 +1162,41 @@ fn attempts() -> Vec<Attempt> {
             Denied::Dir,
             |p| format!("ln {}/id_rsa h; cat h", q(p)),
         ),
+        attempt(
+            "read credential stores through paths made at run time",
+            |sb| {
+                // Outside /tmp, which every run has a private one of: the home must be visible to
+                // the command for this attempt to prove anything (the control below).
+                let home = tempfile::tempdir_in("/var/tmp").expect("home");
+                let h = home.path();
+                write(&h.join(".ssh/id_rsa"), "KEY-SECRET-1");
+                write(&h.join(".ssh/deploy"), "KEY-SECRET-2");
+                write(&h.join(".aws/credentials"), "AWS-SECRET-3");
+                write(&h.join(".config/gh/hosts.yml"), "GH-SECRET-4");
+                write(&h.join(".ssh/id_rsa.pub"), "PUBLIC-OK");
+                write(&h.join("notes.txt"), "NOTES-OK");
+                // The policy cannot tell where `$d` leads; the sandbox must hide the stores.
+                let script = "d=.ssh; a=.aws; c=.config; cat ~/$d/id_rsa ~/$d/deploy ~/$a/credentials \
+                ~/$c/gh/hosts.yml; cp -r ~/$d copy; cat copy/*; cat ~/$d/id_rsa.pub ~/notes.txt";
+                let o = sb.run_env(&["-c", script], &[("HOME", h.to_str().expect("utf-8"))]);
+                for secret in [
+                    "KEY-SECRET-1",
+                    "KEY-SECRET-2",
+                    "AWS-SECRET-3",
+                    "GH-SECRET-4",
+                ] {
+                    lacks(&o, secret)?;
+                }
+                if stdout(&o).contains("PUBLIC-OK") && stdout(&o).contains("NOTES-OK") {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "the home was not readable, so nothing was shown: {}",
+                        stderr(&o)
+                    ))
+                }
+            },
+        ),
         attempt("reach past --allow-read to its denied neighbour", |sb| {
             let secrets = sb.outside.join("secrets");
             write(&secrets.join("id_rsa"), "PRIVATE-KEY");
@@ -2139,7 +2174,10 @@ fn run_suite(mode: Mode) {
     if mode == Mode::Warm {
         let warm = common::WARM_RUNS.load(std::sync::atomic::Ordering::Relaxed);
         let cold = common::COLD_RUNS.load(std::sync::atomic::Ordering::Relaxed);
-        eprintln!("Warm: {warm} runs through a warm sandbox, {cold} cold (flags that need it)");
+        let refused = common::REFUSED_RUNS.load(std::sync::atomic::Ordering::Relaxed);
+        eprintln!(
+            "Warm: {warm} runs through a warm sandbox, {cold} cold (flags that need it); {refused} refused by exec's policy in every mode and run again from a script file"
+        );
         assert!(warm > 0, "no attempt ran warm");
     }
     assert!(

@@ -1288,14 +1288,15 @@ fn planted_settings_do_not_decide(mode: Mode) {
     ];
     let settings = config.join("cordon/cordon.toml");
     let rules = sb.ws.join(".cordon/policies/evil.toml");
+    // The names are made at run time: written out, exec's policy refuses the line in every
+    // mode (cordon's settings are control files), and this is about the sandbox.
     let plant = format!(
-        "mkdir -p {sd} {rd}; printf '[sandbox]\\nenabled = false\\n' > {s}; \
-         printf '[[rule]]\\ntoolName = \"*\"\\ndecision = \"allow\"\\npriority = 999\\n' > {r}; \
+        "c=cordon; p=.cordon; mkdir -p {cfg}/$c {ws}/$p/policies; \
+         printf '[sandbox]\\nenabled = false\\n' > {cfg}/$c/cordon.toml; \
+         printf '[[rule]]\\ntoolName = \"*\"\\ndecision = \"allow\"\\npriority = 999\\n' > {ws}/$p/policies/evil.toml; \
          echo planted; sleep 600",
-        sd = q(settings.parent().expect("parent")),
-        rd = q(rules.parent().expect("parent")),
-        s = q(&settings),
-        r = q(&rules),
+        cfg = q(&config),
+        ws = q(&sb.ws),
     );
     let mut c = Client::start_env(&sb, &["--mode", "default", "--trust-workspace"], &env);
     c.send(&run("plant", &plant));
@@ -1624,8 +1625,10 @@ fn a_killed_exec_leaves_nothing_a_warm_command_planted() {
     assert!(warm(&c.event("exited", "first")));
     c.send(&run(
         "plant",
-        "mkdir -p .vscode sub/.git/hooks sub/.git/objects sub/.git/refs; \
-         echo '{}' > .vscode/tasks.json; echo 'ref: refs/heads/main' > sub/.git/HEAD; \
+        // `$v`: written out, exec's policy refuses the line (an editor's tasks are control
+        // files), and this is about the guards.
+        "v=.vscode; mkdir -p $v sub/.git/hooks sub/.git/objects sub/.git/refs; \
+         echo '{}' > $v/tasks.json; echo 'ref: refs/heads/main' > sub/.git/HEAD; \
          echo evil > sub/.git/hooks/pre-commit; echo evil > .bashrc; \
          (while :; do echo evil > .bashrc; done) & echo planted; exec sleep 876541",
     ));

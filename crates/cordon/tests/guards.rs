@@ -26,9 +26,11 @@ const PATIENCE: Duration = Duration::from_secs(120);
 /// What the attempts plant: files that make the next shell, editor or git run something.
 const PLANTED: [&str; 3] = [".bashrc", ".vscode/tasks.json", "sub/.git/hooks/pre-commit"];
 
-/// Plants [`PLANTED`] (in a repository the command makes), then says `planted`.
-const PLANT: &str = "mkdir -p .vscode sub/.git/hooks sub/.git/objects sub/.git/refs; \
-     echo 'ref: refs/heads/main' > sub/.git/HEAD; echo '{}' > .vscode/tasks.json; \
+/// Plants [`PLANTED`] (in a repository the command makes), then says `planted`. The editor's
+/// directory is named at run time: written out, exec's policy refuses the line in every mode
+/// (it is a control file), and these attempts are on the guards.
+const PLANT: &str = "v=.vscode; mkdir -p $v sub/.git/hooks sub/.git/objects sub/.git/refs; \
+     echo 'ref: refs/heads/main' > sub/.git/HEAD; echo '{}' > $v/tasks.json; \
      echo evil > sub/.git/hooks/pre-commit; echo evil > .bashrc; echo planted";
 
 struct Place {

@@ -26,6 +26,9 @@ pub struct Profile {
     /// passed as the allowlist's own are, only when they do not look like credentials
     /// (`ANTHROPIC_CUSTOM_HEADERS` carrying a token stays out).
     pub settings_env: Vec<&'static str>,
+    /// Its own login's credential store ([`crate::credentials::STORES`]), which it must read
+    /// to work; exposed in its runs only.
+    pub credentials: &'static str,
 }
 
 /// The profile of `agent` for the user whose home is `home`; `codex_home` is `CODEX_HOME`
@@ -33,6 +36,7 @@ pub struct Profile {
 pub fn profile(agent: Agent, home: &Path, codex_home: Option<&Path>) -> Profile {
     match agent {
         Agent::ClaudeCode => Profile {
+            credentials: "claude",
             dirs: vec![home.join(".claude")],
             // Claude Code also keeps state in ~/.claude.json, which it replaces by renaming a
             // new file over it: that needs the home directory writable, so it stays read-only
@@ -58,6 +62,7 @@ pub fn profile(agent: Agent, home: &Path, codex_home: Option<&Path>) -> Profile 
             ],
         },
         Agent::GeminiCli => Profile {
+            credentials: "gemini",
             dirs: vec![home.join(".gemini")],
             domains: vec![
                 "generativelanguage.googleapis.com",
@@ -75,6 +80,7 @@ pub fn profile(agent: Agent, home: &Path, codex_home: Option<&Path>) -> Profile 
             ],
         },
         Agent::Codex => Profile {
+            credentials: "codex",
             dirs: vec![codex_home.map_or_else(|| home.join(".codex"), Path::to_path_buf)],
             domains: vec!["api.openai.com", "chatgpt.com", "auth.openai.com"],
             keep_env: vec!["OPENAI_API_KEY", "CODEX_API_KEY"],

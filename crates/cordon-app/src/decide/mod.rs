@@ -2,6 +2,8 @@
 //! command runs, `auto_allow_if_sandboxed`, each run's time limit), and a decider that follows
 //! its files while a long-running cordon (`check --jsonl`, `exec`, `mcp`) lives.
 
+mod control_files;
+mod credential_reads;
 mod placement;
 mod watch;
 
@@ -166,6 +168,9 @@ pub struct Decider {
     pub placer: Placer,
     /// `limits.timeout` (or `--timeout`), for runs that do not give their own.
     pub timeout: Option<std::time::Duration>,
+    /// The credential stores a call may not name, and the home they are in.
+    credentials: crate::credentials::Hidden,
+    home: Option<PathBuf>,
 }
 
 impl Decider {
@@ -190,7 +195,11 @@ impl Decider {
     }
 
     fn with_settings(engine: PolicyEngine, s: &crate::settings::Settings) -> Self {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let exposed = value(s.expose_credentials.clone()).unwrap_or_default();
         Decider {
+            credentials: crate::credentials::Hidden::new(home.as_deref(), &exposed),
+            home,
             engine,
             auto_allow: s
                 .auto_allow_if_sandboxed
@@ -254,7 +263,38 @@ impl Decider {
         opts: cordon_policy::CheckOptions,
         placement: Option<&Placement>,
     ) -> Outcome {
-        let mut o = self.engine.check(call, opts, &ProcessRunner);
+        let o = self.engine.check(call, opts, &ProcessRunner);
+        // Whatever rule allowed it (reading is allowed everywhere by default), and in every
+        // mode: a credential read is a credential sent to the model. Said even where the
+        // policy denies too, since this reason says how to allow it.
+        let shell = self.engine.is_shell_tool(&call.name);
+        let cwd = &self.engine.environment().cwd;
+        if let Some(found) =
+            credential_reads::named(&self.credentials, call, shell, cwd, self.home.as_deref())
+        {
+            return Outcome {
+                decision: Decision::Deny,
+                rule: None,
+                reason: found.reason(),
+            };
+        }
+        if let Some(reason) = control_files::refusal(call, shell) {
+            return Outcome {
+                decision: Decision::Deny,
+                rule: None,
+                reason,
+            };
+        }
+        self.auto_allowed(call, placement, o)
+    }
+
+    /// `sandbox.auto_allow_if_sandboxed` applied to `o`.
+    fn auto_allowed(
+        &self,
+        call: &ToolCall,
+        placement: Option<&Placement>,
+        mut o: Outcome,
+    ) -> Outcome {
         let Some(from) = &self.auto_allow else {
             return o;
         };

@@ -62,8 +62,20 @@ pub fn plan(config: &RunConfig) -> anyhow::Result<Plan> {
     let mut resolve = |paths: &[PathBuf], flag| resolve_all(paths, &cwd, flag, &mut warnings);
     let mut writable = resolve(&config.allow_write, Flag::AllowWrite)?;
     let mut read_only = resolve(&config.deny_write, Flag::DenyWrite)?;
-    let hidden = resolve(&config.deny_read, Flag::DenyRead)?;
-    let reopened = resolve(&config.allow_read, Flag::AllowRead)?;
+    let mut hidden = resolve(&config.deny_read, Flag::DenyRead)?;
+    let mut reopened = resolve(&config.allow_read, Flag::AllowRead)?;
+    // Credential stores, as they exist now: a store that is not there has nothing to hide
+    // and is not worth a warning on every run.
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let (secret, not_secret) =
+        crate::credentials::Hidden::new(home.as_deref(), &config.expose_credentials).paths();
+    hidden.extend(
+        secret
+            .into_iter()
+            .filter(|p| !hidden.contains(p))
+            .collect::<Vec<_>>(),
+    );
+    reopened.extend(not_secret);
     let unix_sockets = resolve(&config.allow_unix_sockets, Flag::AllowUnixSocket)?;
     // In a linked git worktree, `git commit` writes into the main repository's objects and
     // refs; allow those, not its config or hooks.

@@ -68,6 +68,10 @@ pub struct FilesystemTable {
     pub deny_write: Option<Vec<String>>,
     pub deny_read: Option<Vec<String>>,
     pub allow_read: Option<Vec<String>>,
+    /// Credential stores (by name: `ssh`, `aws`, `docker`, …; `cordon explain` lists them)
+    /// that commands and tools may read. Every other one is hidden and refused. A project's
+    /// file may not expose any unless the project is trusted.
+    pub expose_credentials: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]

@@ -123,6 +123,7 @@ pub struct Settings {
     pub deny_write: Vec<Sourced<PathBuf>>,
     pub deny_read: Vec<Sourced<PathBuf>>,
     pub allow_read: Option<Sourced<Vec<PathBuf>>>,
+    pub expose_credentials: Option<Sourced<Vec<String>>>,
     pub allow_domains: Option<Sourced<Vec<String>>>,
     pub deny_domains: Vec<Sourced<String>>,
     pub allow_private_ips: Option<Sourced<bool>>,
@@ -396,6 +397,8 @@ pub struct LayerValues {
     pub deny_write: Vec<PathBuf>,
     pub deny_read: Vec<PathBuf>,
     pub allow_read: Option<Vec<PathBuf>>,
+    #[serde(default)]
+    pub expose_credentials: Option<Vec<String>>,
     pub allow_domains: Option<Vec<String>>,
     pub deny_domains: Vec<String>,
     pub allow_private_ips: Option<bool>,
@@ -505,6 +508,18 @@ impl LayerValues {
                 cordon_sandbox::container::Profile::NAMES
             );
         }
+        if let Some(unknown) = fs
+            .expose_credentials
+            .iter()
+            .flatten()
+            .find(|n| !crate::credentials::is_known(n))
+        {
+            bail!(
+                "{}: filesystem.expose_credentials: no credential store `{unknown}`; cordon knows {}",
+                path.display(),
+                crate::credentials::names()
+            );
+        }
         if container
             .image
             .as_deref()
@@ -526,6 +541,7 @@ impl LayerValues {
             deny_write: paths("filesystem.deny_write", &fs.deny_write)?.unwrap_or_default(),
             deny_read: paths("filesystem.deny_read", &fs.deny_read)?.unwrap_or_default(),
             allow_read: paths("filesystem.allow_read", &fs.allow_read)?,
+            expose_credentials: fs.expose_credentials,
             allow_domains: net.allow_domains,
             deny_domains: net.deny_domains.unwrap_or_default(),
             allow_private_ips: net.allow_private_ips,
@@ -669,6 +685,14 @@ pub fn merge(layers: &[(Source, LayerValues)], locks: Locks, trust_project: bool
             locks.only_managed_read_paths && !managed,
             "filesystem.allow_read",
             "only_managed_read_paths",
+        );
+        m.set(
+            &mut s.expose_credentials,
+            v.expose_credentials.clone(),
+            |l| !l.is_empty(),
+            false,
+            "filesystem.expose_credentials",
+            "",
         );
         m.set(
             &mut s.allow_domains,

@@ -116,6 +116,9 @@ impl SimpleCommand {
 #[derive(Debug, Clone, Default)]
 pub struct ShellAnalysis {
     pub commands: Vec<SimpleCommand>,
+    /// Every file a redirection names, read from or written to (`< in`, `> out`, `&> log`),
+    /// as written.
+    pub redirected: Vec<String>,
     /// Why parts of the script could not be analysed. Non-empty means: never allow.
     pub problems: Vec<String>,
 }
@@ -440,6 +443,7 @@ impl Walker {
             ast::IoRedirect::File(_, kind, target) => match target {
                 T::Filename(w) => {
                     let info = self.word(&w.value, depth, via);
+                    self.redirected(info.value());
                     let writing =
                         matches!(kind, K::Write | K::Append | K::Clobber | K::ReadAndWrite);
                     if writing && !is_harmless_sink(info.value()) {
@@ -457,6 +461,9 @@ impl Walker {
                         v == "-" || v.trim_end_matches('-').chars().all(|c| c.is_ascii_digit());
                     if matches!(kind, K::DuplicateOutput) && !is_fd && !is_harmless_sink(v) {
                         writes.push(v.to_string());
+                    }
+                    if !is_fd {
+                        self.redirected(v);
                     }
                 }
                 T::Fd(_) => {}
@@ -484,10 +491,17 @@ impl Walker {
             }
             ast::IoRedirect::OutputAndError(w, _) => {
                 let info = self.word(&w.value, depth, via);
+                self.redirected(info.value());
                 if !is_harmless_sink(info.value()) {
                     writes.push(info.value().to_string());
                 }
             }
+        }
+    }
+
+    fn redirected(&mut self, file: &str) {
+        if !is_harmless_sink(file) {
+            self.out.redirected.push(file.to_string());
         }
     }
 
@@ -717,6 +731,8 @@ mod tests {
         assert!(a.commands[1].writes.is_empty());
         let a = analyse("{ echo; } > f");
         assert_eq!(a.commands[1].writes, ["f"]);
+        let a = analyse("cat < ~/in 2>/dev/null; echo $(wc &> log) >&out");
+        assert_eq!(a.redirected, ["~/in", "log", "out"]);
     }
 
     /// The plain fast path must give exactly what the full parser gives, on every script it

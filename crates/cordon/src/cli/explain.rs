@@ -73,6 +73,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         "unix_sockets": unix_sockets,
         "network": net,
         "env": env,
+        "credentials": cordon_app::credentials::summary(&config.expose_credentials),
         "timeout_seconds": timeout.map(|t| t.as_secs_f64()),
     });
     if args.json {
@@ -108,6 +109,28 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
     list("hidden (unreadable):", "hidden");
     list("readable again inside hidden:", "readable_again");
     list("unix sockets:", "unix_sockets");
+    println!(
+        "credential stores: hidden from the run and refused to every tool call (filesystem.expose_credentials in your user settings shows one by name):"
+    );
+    for store in report["credentials"].as_array().into_iter().flatten() {
+        let paths: Vec<&str> = store["paths"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+            .collect();
+        println!(
+            "  {:<7} {}{}: {}",
+            store["name"].as_str().unwrap_or("?"),
+            if store["hidden"] == true {
+                ""
+            } else {
+                "EXPOSED, "
+            },
+            store["what"].as_str().unwrap_or("?"),
+            paths.join(", ")
+        );
+    }
     println!("network:   {}", net["summary"].as_str().unwrap_or("?"));
     for (title, key) in [
         ("  allowed:", "allow_domains"),

@@ -12,6 +12,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// because their flags keep them so.
 pub static WARM_RUNS: AtomicUsize = AtomicUsize::new(0);
 pub static COLD_RUNS: AtomicUsize = AtomicUsize::new(0);
+/// How many runs the policy refused in every mode, run again from a script file.
+pub static REFUSED_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// The exit status and error output `Sandbox::run` gives a run `exec`'s policy refused.
+const REFUSED: i32 = 126;
+const REFUSED_SAYS: &str = "refused by the policy:";
 
 /// How `cordon run` is asked to wall the command off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,8 +27,7 @@ pub enum Mode {
     /// What runs where user namespaces are unavailable: Landlock and seccomp alone.
     LandlockOnly,
     /// The full sandbox, kept warm by `cordon exec` and given the command as a `run` request
-    /// (`Sandbox::run` speaks the protocol; the scratch layout is under /var/tmp, since under
-    /// /tmp exec's runs are cold).
+    /// (`Sandbox::run` speaks the protocol).
     Warm,
 }
 
@@ -42,12 +47,10 @@ impl Sandbox {
     }
 
     pub fn with_mode(mode: Mode) -> Option<Self> {
-        let tmp = if mode == Mode::Warm {
-            tempfile::tempdir_in("/var/tmp")
-        } else {
-            tempfile::tempdir()
-        }
-        .expect("temp dir");
+        // Not under /tmp: every run has a private /tmp, where `outside` would be missing
+        // rather than walled off, and an attempt on it could not fail (and under /tmp exec's
+        // runs are cold).
+        let tmp = tempfile::tempdir_in("/var/tmp").expect("temp dir");
         let ws = tmp.path().join("ws");
         let outside = tmp.path().join("outside");
         std::fs::create_dir_all(&ws).expect("mkdir");
@@ -103,7 +106,34 @@ impl Sandbox {
     /// its exit status, and with `--report FILE` the report. Panics where `exec` gives no
     /// result, so an attempt never passes on a run that did not happen; and where the run was
     /// not warm although nothing in its flags keeps it cold.
+    ///
+    /// A line the policy refuses whatever the mode (one that writes an agent's control files,
+    /// say) never reaches the sandbox that way; so that the sandbox is still tried, it is then
+    /// sent again as a script file beside the workspace that bash runs, which the policy
+    /// cannot read into.
     fn run_warm(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let o = self.run_warm_once(args, env);
+        if o.status.code() != Some(REFUSED) || !o.stderr.starts_with(REFUSED_SAYS.as_bytes()) {
+            return o;
+        }
+        let Some(i) = args.iter().position(|a| *a == "-c") else {
+            return o;
+        };
+        REFUSED_RUNS.fetch_add(1, Ordering::Relaxed);
+        let n = REFUSED_RUNS.load(Ordering::Relaxed);
+        let file = self
+            .ws
+            .parent()
+            .expect("scratch root")
+            .join(format!("refused-{n}.sh"));
+        std::fs::write(&file, args[i + 1]).expect("write the script");
+        let by_file = format!("bash {}", q(&file));
+        let mut again: Vec<&str> = args.to_vec();
+        again[i + 1] = &by_file;
+        self.run_warm_once(&again, env)
+    }
+
+    fn run_warm_once(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         use std::io::Write;
         use std::os::unix::process::ExitStatusExt;
         let split = args
@@ -166,6 +196,14 @@ impl Sandbox {
                 String::from_utf8_lossy(&o.stderr)
             )
         });
+        if exited["refused"] == true {
+            let reason = exited["reason"].as_str().unwrap_or_default();
+            return Output {
+                status: std::process::ExitStatus::from_raw(REFUSED << 8),
+                stdout: Vec::new(),
+                stderr: format!("{REFUSED_SAYS} {reason}").into_bytes(),
+            };
+        }
         let cold_flags = [
             "--allow-domain",
             "--allow-unix-socket",
