@@ -802,32 +802,35 @@ fn claude_input(env: &Env, tool: &str, input: Value, mode: &str) -> String {
     .to_string()
 }
 
+/// `cordon hook claude-code`'s answer to one call: its decision and reason.
+fn claude_hook(env: &Env, tool: &str, input: Value, mode: &str) -> (String, String) {
+    let o = env.cordon(
+        &["hook", "claude-code"],
+        Some(&claude_input(env, tool, input, mode)),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let answer = json(&o);
+    let out = &answer["hookSpecificOutput"];
+    assert_eq!(out["hookEventName"], "PreToolUse", "{answer}");
+    (
+        out["permissionDecision"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
+        out["permissionDecisionReason"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
+    )
+}
+
 /// `cordon hook claude-code` answers each call in Claude Code's format, with cordon's policy:
 /// a read-only command is allowed, a force push asked about (refused where Claude Code will
 /// not ask), a write outside the workspace denied with the reason the model sees.
 #[test]
 fn the_claude_code_hook_answers_in_claudes_format() {
     let env = Env::new();
-    let decide = |tool: &str, input: Value, mode: &str| -> (String, String) {
-        let o = env.cordon(
-            &["hook", "claude-code"],
-            Some(&claude_input(&env, tool, input, mode)),
-        );
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let answer = json(&o);
-        let out = &answer["hookSpecificOutput"];
-        assert_eq!(out["hookEventName"], "PreToolUse", "{answer}");
-        (
-            out["permissionDecision"]
-                .as_str()
-                .unwrap_or_default()
-                .into(),
-            out["permissionDecisionReason"]
-                .as_str()
-                .unwrap_or_default()
-                .into(),
-        )
-    };
+    let decide = |tool: &str, input: Value, mode: &str| claude_hook(&env, tool, input, mode);
     let (ls, _) = decide("Bash", serde_json::json!({"command": "ls -la"}), "default");
     assert_eq!(ls, "allow");
     let (push, why) = decide(
@@ -1385,24 +1388,7 @@ fn the_hooks_deny_credential_reads_and_know_cordons_own_tools_exactly() {
     env.write("home/.aws/credentials", "AWS");
     let key = env.path("home/.ssh/id_ed25519");
     let key = key.to_str().expect("utf-8");
-    let claude = |tool: &str, input: Value, mode: &str| -> (String, String) {
-        let o = env.cordon(
-            &["hook", "claude-code"],
-            Some(&claude_input(&env, tool, input, mode)),
-        );
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let out = json(&o)["hookSpecificOutput"].clone();
-        (
-            out["permissionDecision"]
-                .as_str()
-                .unwrap_or_default()
-                .into(),
-            out["permissionDecisionReason"]
-                .as_str()
-                .unwrap_or_default()
-                .into(),
-        )
-    };
+    let claude = |tool: &str, input: Value, mode: &str| claude_hook(&env, tool, input, mode);
     for mode in ["default", "bypassPermissions", "dontAsk", "acceptEdits"] {
         for (tool, input) in [
             (
@@ -1470,24 +1456,7 @@ fn the_hooks_deny_writes_to_agent_control_files_in_every_mode() {
     env.write("ws/.claude/settings.json", "{}");
     let home_settings = env.path("home/.claude/settings.json");
     let home_settings = home_settings.to_str().expect("utf-8");
-    let claude = |tool: &str, input: Value, mode: &str| -> (String, String) {
-        let o = env.cordon(
-            &["hook", "claude-code"],
-            Some(&claude_input(&env, tool, input, mode)),
-        );
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let out = json(&o)["hookSpecificOutput"].clone();
-        (
-            out["permissionDecision"]
-                .as_str()
-                .unwrap_or_default()
-                .into(),
-            out["permissionDecisionReason"]
-                .as_str()
-                .unwrap_or_default()
-                .into(),
-        )
-    };
+    let claude = |tool: &str, input: Value, mode: &str| claude_hook(&env, tool, input, mode);
     for mode in ["default", "acceptEdits", "bypassPermissions", "dontAsk"] {
         for (tool, input) in [
             (
