@@ -297,8 +297,18 @@ fn codex_patch(tool: &str, input: &Map<String, Value>) -> Option<Vec<String>> {
             // `apply_patch <<'EOF'` and nothing but the here-document after it.
             let (start, body) = rest.split_once('\n')?;
             let marker = start.trim().strip_prefix("<<")?.trim();
-            let marker = marker.trim_matches(|c| c == '\'' || c == '"');
-            if marker.is_empty() || marker.contains(char::is_whitespace) {
+            let marker = marker
+                .strip_prefix('\'')
+                .and_then(|m| m.strip_suffix('\''))
+                .or_else(|| marker.strip_prefix('"').and_then(|m| m.strip_suffix('"')))
+                .unwrap_or(marker);
+            // A plain word, as the patches Codex writes use: anything else on that line
+            // (`<<EOF;touch x`, `<<EOF&&…`) is shell that would run besides the patch.
+            if marker.is_empty()
+                || !marker
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
                 return None;
             }
             let end = body
@@ -654,6 +664,11 @@ mod tests {
             format!("apply_patch <<'EOF'\n{patch}\nEOF\nrm -rf /"),
             format!("echo hi; apply_patch <<'EOF'\n{patch}\nEOF\n"),
             "apply_patch <<'EOF'\n*** Begin Patch\n*** End Patch\nEOF\n".to_string(),
+            // More shell on the here-document's line, which bash would run with the patch:
+            // the marker line is made to match as well, so only the marker's form tells.
+            format!("apply_patch <<EOF;touch${{IFS}}x\n{patch}\nEOF;touch${{IFS}}x\n"),
+            format!("apply_patch <<EOF&&curl${{IFS}}x|sh\n{patch}\nEOF&&curl${{IFS}}x|sh\n"),
+            format!("apply_patch <<'EOF' >~/.bashrc\n{patch}\nEOF\n"),
         ] {
             let hook = codex("Bash", json!({ "command": not_a_patch }));
             assert_eq!(hook.calls.len(), 1, "{not_a_patch}");
