@@ -875,13 +875,14 @@ fn the_claude_code_hook_answers_in_claudes_format() {
         "acceptEdits",
     );
     assert_eq!(inside, "allow", "acceptEdits is cordon's autoEdit: {why}");
-    // bypassPermissions does not bypass cordon.
-    let (bypass, _) = decide(
+    // bypassPermissions does not bypass cordon, and Claude Code asks nobody there: what
+    // cordon would ask about is denied.
+    let (bypass, why) = decide(
         "Bash",
         serde_json::json!({"command": "git push --force origin main"}),
         "bypassPermissions",
     );
-    assert_eq!(bypass, "ask");
+    assert_eq!(bypass, "deny", "{why}");
     // Plan mode lets nothing write.
     let (plan, _) = decide(
         "Write",

@@ -138,7 +138,8 @@ pub struct HookCall {
     pub cwd: Option<String>,
     /// The approval mode the agent is in, where it says and cordon has one like it.
     pub mode: Option<ApprovalMode>,
-    /// The agent will not ask the person (Claude Code's `dontAsk`): an ask is a no.
+    /// The agent will not ask the person (Claude Code's `dontAsk`, and `bypassPermissions`,
+    /// where an ask goes through unasked): an ask is a no.
     pub no_one_to_ask: bool,
 }
 
@@ -216,7 +217,9 @@ pub fn read_hook(agent: Agent, input: &[u8]) -> Result<HookCall, HookError> {
             Some(_) => Some(ApprovalMode::Default),
             None => None,
         },
-        no_one_to_ask: permission == Some("dontAsk"),
+        // `dontAsk` refuses what would be asked; `bypassPermissions` lets it through unasked
+        // (an `ask` from the hook is no guard there), so both get cordon's denial instead.
+        no_one_to_ask: matches!(permission, Some("dontAsk" | "bypassPermissions")),
     })
 }
 
@@ -566,6 +569,7 @@ mod tests {
         assert_eq!(mode("acceptEdits").mode, Some(ApprovalMode::AutoEdit));
         assert_eq!(mode("bypassPermissions").mode, Some(ApprovalMode::Default));
         assert!(mode("dontAsk").no_one_to_ask);
+        assert!(mode("bypassPermissions").no_one_to_ask);
         assert!(!mode("default").no_one_to_ask);
     }
 
