@@ -415,7 +415,16 @@ pub fn decide(
         // mcp`), their paths stay in the workspace and out of `.git` and `.env` files,
         // whichever rule allowed the call (the default rules allow reading anywhere).
         let walls = cordon_policy::checkers::workspace_paths(call, decider.engine.environment());
-        if walls.decision > outcome.decision {
+        // A denial by the walls also says more than an ask refused only because nobody can
+        // be asked.
+        let asked_and_refused = outcome.decision == Decision::Deny
+            && outcome
+                .rule
+                .as_ref()
+                .is_some_and(|r| r.decision == Decision::AskUser);
+        if walls.decision > outcome.decision
+            || (walls.decision == Decision::Deny && asked_and_refused)
+        {
             outcome.decision = walls.decision;
             outcome.reason = walls.reason;
             outcome.rule = None;
