@@ -482,12 +482,14 @@ fn pipes_are_not_a_terminal_and_take_stdin() {
 
 const PTY_PROGRAM: &str = r#"
 import os, signal, sys, time
+# The handlers only note the signal and the loop below answers it: a handler that printed
+# could run in the middle of another print, which Python refuses ("reentrant call", seen once
+# in CI when a resize came while the first line was being written).
+seen = []
 def winch(*_):
-    s = os.get_terminal_size(1)
-    print("resized", s.lines, s.columns, flush=True)
+    seen.append("winch")
 def interrupt(*_):
-    print("interrupted", flush=True)
-    os._exit(42)
+    seen.append("int")
 signal.signal(signal.SIGWINCH, winch)
 signal.signal(signal.SIGINT, interrupt)
 s = os.get_terminal_size(1)
@@ -501,6 +503,12 @@ except OSError as e:
 # before pause() blocks is never handled (seen once in CI: a resize never answered). A sleep
 # that ends bounds that wait.
 while True:
+    while seen:
+        if seen.pop(0) == "int":
+            print("interrupted", flush=True)
+            os._exit(42)
+        s = os.get_terminal_size(1)
+        print("resized", s.lines, s.columns, flush=True)
     time.sleep(0.1)
 "#;
 
