@@ -14,7 +14,13 @@ struct Env {
 
 impl Env {
     fn new() -> Self {
-        let tmp = tempfile::tempdir().expect("temp dir");
+        Self::in_dir(&std::env::temp_dir())
+    }
+
+    /// Under `dir`: /var/tmp for a test whose commands run sandboxed, which have a /tmp of
+    /// their own.
+    fn in_dir(dir: &Path) -> Self {
+        let tmp = tempfile::tempdir_in(dir).expect("temp dir");
         let root = tmp.path().to_path_buf();
         for d in ["home", "ws", "policies"] {
             std::fs::create_dir_all(root.join(d)).expect("mkdir");
@@ -800,6 +806,139 @@ fn claude_input(env: &Env, tool: &str, input: Value, mode: &str) -> String {
         "tool_use_id": "toolu_1",
     })
     .to_string()
+}
+
+/// With `--sandbox-shell`, the hook hands Claude Code and Gemini CLI their own shell tool's
+/// command rewritten to run under `cordon run`. Run by the agent's shell (bash or zsh, as the
+/// agents use), the rewritten command prints what the command prints and exits as it exits,
+/// whatever quotes it holds; the workspace write lands and a write to the home is stopped by
+/// the sandbox. Where nobody will answer (`bypassPermissions`), an ask the defaults made runs
+/// contained (`--headless contain`), one a policy of the user's made is denied, and with
+/// `--headless deny` every ask is denied. A credential read is denied, not rewritten.
+#[test]
+fn the_hook_runs_the_agents_shell_commands_in_cordons_sandbox() {
+    let env = Env::in_dir(Path::new("/var/tmp"));
+    let hook = |agent: &str, extra: &[&str], input: String| -> Value {
+        let args = [&["hook", agent, "--sandbox-shell"][..], extra].concat();
+        let o = env.cordon(&args, Some(&input));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        json(&o)
+    };
+    let claude = |command: &str, mode: &str, extra: &[&str]| -> (String, Option<String>) {
+        let input = serde_json::json!({"command": command, "description": "d", "timeout": 9000});
+        let answer = hook(
+            "claude-code",
+            extra,
+            claude_input(&env, "Bash", input, mode),
+        );
+        let out = &answer["hookSpecificOutput"];
+        let updated = &out["updatedInput"];
+        if !updated.is_null() {
+            // The rest of the tool's input is as the agent gave it.
+            assert_eq!(updated["description"], "d", "{answer}");
+            assert_eq!(updated["timeout"], 9000, "{answer}");
+        }
+        (
+            out["permissionDecision"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
+            updated["command"].as_str().map(String::from),
+        )
+    };
+    // What the agent's shell does with a command: its output and exit status.
+    let run = |shell: &str, line: &str| -> (String, Option<i32>) {
+        let o = Command::new(shell)
+            .arg("-c")
+            .arg(line)
+            .current_dir(env.path("ws"))
+            .env("HOME", env.path("home"))
+            .env_remove("XDG_CONFIG_HOME")
+            .output()
+            .expect("run the agent's shell");
+        (stdout(&o), o.status.code())
+    };
+    for command in [
+        "echo \"$PWD\"",
+        "printf '%s|' \"a b\" 'it'\\''s' \\\\ \"$HOME\" ; echo; exit 7",
+        "echo \"tab\there\" && printf 'x\\ny\\n' | grep -c x",
+    ] {
+        let (decision, line) = claude(command, "default", &[]);
+        assert!(
+            matches!(decision.as_str(), "allow" | "ask"),
+            "{command}: {decision}"
+        );
+        let line = line.unwrap_or_else(|| panic!("{command}: not rewritten"));
+        assert!(line.contains(" run "), "{line}");
+        let want = run("bash", command);
+        for shell in ["bash", "zsh"] {
+            assert_eq!(run(shell, &line), want, "{shell}: {line}");
+        }
+    }
+
+    // A write in the workspace lands, one in the home is stopped: it ran sandboxed.
+    std::fs::write(env.path("home/.profile"), "mine\n").expect("write");
+    let (_, line) = claude("echo hi > in.txt; echo x >> ~/.profile", "default", &[]);
+    let (_, status) = run("bash", &line.expect("rewritten"));
+    assert_ne!(status, Some(0));
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/in.txt"))
+            .ok()
+            .as_deref(),
+        Some("hi\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("home/.profile"))
+            .ok()
+            .as_deref(),
+        Some("mine\n")
+    );
+
+    // Nobody will answer: the defaults' ask runs contained.
+    let (decision, line) = claude("echo hi > notes.txt", "bypassPermissions", &[]);
+    assert_eq!(decision, "allow");
+    let line = line.expect("rewritten");
+    assert!(line.contains("--profile contained"), "{line}");
+    assert_eq!(run("bash", &line).1, Some(0));
+    assert!(env.path("ws/notes.txt").exists());
+    let (decision, line) = claude(
+        "echo hi > notes.txt",
+        "bypassPermissions",
+        &["--headless", "deny"],
+    );
+    assert_eq!((decision.as_str(), line), ("deny", None));
+    // A question someone wrote into a policy wants a person: denied.
+    env.write(
+        "policies/p.toml",
+        "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"make\"\ndecision = \"ask_user\"\npriority = 100\n",
+    );
+    let dir = env.path("policies");
+    let policy = ["--policy-dir", dir.to_str().expect("utf-8")];
+    assert_eq!(
+        claude("make", "bypassPermissions", &policy),
+        ("deny".into(), None)
+    );
+    assert_eq!(claude("make", "default", &policy).0, "ask");
+    // A credential is never read, asked or not.
+    std::fs::create_dir_all(env.path("home/.ssh")).expect("mkdir");
+    std::fs::write(env.path("home/.ssh/id_rsa"), "KEY").expect("write");
+    assert_eq!(
+        claude("cat ~/.ssh/id_rsa", "bypassPermissions", &[]),
+        ("deny".into(), None)
+    );
+
+    // Gemini CLI reads the rewritten command from `hookSpecificOutput.tool_input`; its hooks
+    // cannot ask, so an ask runs contained.
+    let input = serde_json::json!({"hook_event_name": "BeforeTool", "tool_name": "run_shell_command",
+        "tool_input": {"command": "echo hi > g.txt", "dir_path": "."}, "cwd": env.path("ws")});
+    let answer = hook("gemini-cli", &[], input.to_string());
+    let out = &answer["hookSpecificOutput"];
+    assert_eq!(out["hookEventName"], "BeforeTool", "{answer}");
+    assert_eq!(out["tool_input"]["dir_path"], ".", "{answer}");
+    let line = out["tool_input"]["command"].as_str().expect("rewritten");
+    assert!(line.contains("--profile contained"), "{line}");
+    assert_eq!(run("bash", line).1, Some(0));
+    assert!(env.path("ws/g.txt").exists());
 }
 
 /// `cordon hook claude-code`'s answer to one call: its decision and reason.

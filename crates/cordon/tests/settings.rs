@@ -496,7 +496,7 @@ fn a_profile_applies_over_the_settings_files() {
     let o = l.run(&sb, &["--profile=nope", "--", "true"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("read-only, workspace-write, offline, dev"),
+        stderr(&o).contains("read-only, workspace-write, offline, dev, contained"),
         "{}",
         stderr(&o)
     );

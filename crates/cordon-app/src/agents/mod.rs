@@ -25,12 +25,15 @@
 //! cannot.
 
 pub mod profile;
+pub mod sandbox_shell;
 pub mod setup;
 
 use anyhow::Context;
 use cordon_policy::shell::Dialect;
 use cordon_policy::{ApprovalMode, Decision, Outcome, ToolCall};
 use serde_json::{Map, Value, json};
+
+use crate::exec::Placement;
 
 /// An agent whose hooks cordon answers, and whose whole program cordon can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -101,6 +104,25 @@ impl Agent {
         }
     }
 
+    /// Whether its hook can change the shell tool's command before it runs (Claude Code's
+    /// `updatedInput`, Gemini CLI's `tool_input`). Codex's can too, but it runs the command in
+    /// its own sandbox, where cordon's cannot be built; it keeps the MCP route.
+    fn can_rewrite(self) -> bool {
+        matches!(self, Agent::ClaudeCode | Agent::GeminiCli)
+    }
+
+    /// Whether its hook can ask the person: Gemini CLI's and Codex's cannot ([`answer`] says
+    /// so in their denial).
+    fn hook_asks(self) -> bool {
+        self == Agent::ClaudeCode
+    }
+
+    /// Whether it runs headless: Claude Code's print mode (`-p`), which it marks in its hooks'
+    /// environment, cancels every question.
+    fn headless(self, var: &impl Fn(&str) -> Option<String>) -> bool {
+        self == Agent::ClaudeCode && var("CLAUDE_CODE_ENTRYPOINT").as_deref() == Some("sdk-cli")
+    }
+
     /// The hook event that comes before a tool runs.
     fn event(self) -> &'static str {
         match self {
@@ -134,6 +156,8 @@ pub struct HookCall {
     pub calls: Vec<ToolCall>,
     /// The agent's own name for the tool, for messages.
     pub agent_tool: String,
+    /// The tool's input as the agent gave it, for an answer that changes it.
+    pub tool_input: Map<String, Value>,
     /// The agent's working directory, which is the workspace file paths are held to.
     pub cwd: Option<String>,
     /// The approval mode the agent is in, where it says and cordon has one like it.
@@ -189,6 +213,7 @@ pub fn read_hook(agent: Agent, input: &[u8]) -> Result<HookCall, HookError> {
         Some(Value::Object(m)) => m,
         Some(other) => return Err(HookError::NotObject(crate::json_kind(&other))),
     };
+    let tool_input = input.clone();
     let cwd = fields.get("cwd").and_then(Value::as_str).map(String::from);
     let permission = fields.get("permission_mode").and_then(Value::as_str);
     let calls = match agent {
@@ -208,6 +233,7 @@ pub fn read_hook(agent: Agent, input: &[u8]) -> Result<HookCall, HookError> {
     Ok(HookCall {
         calls,
         agent_tool: tool,
+        tool_input,
         cwd,
         // Claude Code's modes that have a like in cordon; `bypassPermissions` does not bypass
         // cordon, so it decides as in the default mode.
@@ -351,17 +377,76 @@ fn patch_files(patch: &str) -> Option<Vec<String>> {
 /// The most a hook reads: a call writing a large file carries the file.
 pub const MAX_HOOK_INPUT: u64 = 32 << 20;
 
+/// How `cordon hook` treats the agent's own shell tool.
+#[derive(Debug, Clone, Default)]
+pub struct HookOptions {
+    /// Refuse it, pointing the model at cordon's MCP tool instead.
+    pub own_shell_off: bool,
+    /// Run its commands in cordon's sandbox: the path of the `cordon` that runs them.
+    pub sandbox_shell: Option<std::path::PathBuf>,
+    /// What becomes of a question nobody will answer.
+    pub headless: Headless,
+}
+
+/// A question nobody will answer (the agent runs headless, in a bypass mode, or its hooks
+/// cannot ask): an ask auto-accepted or cancelled is no guard, so it is one of these instead.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Headless {
+    /// Run it contained (the `contained` profile: the working directory writable, nothing
+    /// else, no network), where the sandbox holds everything it could do and the agent's shell
+    /// tool runs in it; deny it otherwise.
+    #[default]
+    Contain,
+    /// Deny it.
+    Deny,
+}
+
+impl std::str::FromStr for Headless {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "contain" => Ok(Headless::Contain),
+            "deny" => Ok(Headless::Deny),
+            _ => Err(format!(
+                "`{s}` is not a headless choice; use contain or deny"
+            )),
+        }
+    }
+}
+
+impl Headless {
+    pub fn name(self) -> &'static str {
+        match self {
+            Headless::Contain => "contain",
+            Headless::Deny => "deny",
+        }
+    }
+}
+
 /// The whole hook: `input` read, decided with `policy`, and the answer the agent reads on
 /// standard output. An `Err` is why cordon cannot decide, for standard error with exit status
 /// 2, which both agents take as "blocked".
 ///
-/// The agent's mode applies where `policy` leaves the mode at its default; its own tools run
-/// the command outside cordon's sandbox, so `auto_allow_if_sandboxed` does not apply.
+/// The agent's mode applies where `policy` leaves the mode at its default. Its own tools run
+/// the command outside cordon's sandbox, so `auto_allow_if_sandboxed` does not apply, unless
+/// `opts.sandbox_shell` has the agent's shell tool run it under `cordon run`.
 pub fn decide(
     agent: Agent,
     input: &[u8],
     mut policy: crate::policy::PolicyConfig,
-    own_shell_off: bool,
+    opts: &HookOptions,
+) -> anyhow::Result<Value> {
+    decide_with_env(agent, input, &mut policy, opts, |n| std::env::var(n).ok())
+}
+
+fn decide_with_env(
+    agent: Agent,
+    input: &[u8],
+    policy: &mut crate::policy::PolicyConfig,
+    opts: &HookOptions,
+    var: impl Fn(&str) -> Option<String>,
 ) -> anyhow::Result<Value> {
     let hook = read_hook(agent, input)?;
     if let [call] = hook.calls.as_slice()
@@ -375,10 +460,11 @@ pub fn decide(
         };
         return Ok(answer(agent, &hook.agent_tool, &outcome));
     }
+    let own_shell = hook.agent_tool == agent.own_shell();
     // `cordon setup` switches the agent's own shell off in favour of cordon's MCP tool; where
     // the agent's settings cannot (Gemini CLI's exclusion would take cordon's tool of the same
     // name with it), the hook refuses it, saying what to use instead.
-    if own_shell_off && hook.agent_tool == agent.own_shell() {
+    if opts.own_shell_off && own_shell {
         let outcome = Outcome {
             decision: Decision::Deny,
             rule: None,
@@ -400,41 +486,60 @@ pub fn decide(
     {
         policy.mode = mode;
     }
+    let cancelled = hook.no_one_to_ask || agent.headless(&var);
+    let no_one_to_ask = cancelled || !agent.hook_asks();
     let mut options = policy.options();
-    options.non_interactive |= hook.no_one_to_ask;
-    options.shell = agent_shell(agent, |name| std::env::var(name).ok());
-    let decider = crate::decide::Decider::new(&policy)?;
-    let outside = crate::exec::Placement::Outside {
+    options.non_interactive |= cancelled;
+    options.shell = agent_shell(agent, &var);
+    let decider = crate::decide::Decider::new(policy)?;
+    let decide = |call: &ToolCall, options, placement: Option<&Placement>| {
+        let outcome = decider.check_placed(call, options, placement);
+        with_walls(&decider, call, outcome, options.non_interactive)
+    };
+    if let (Some(cordon), true, [call]) = (
+        opts.sandbox_shell
+            .as_deref()
+            .filter(|_| agent.can_rewrite()),
+        own_shell,
+        hook.calls.as_slice(),
+    ) {
+        let command = call.args["command"].as_str().unwrap_or_default();
+        match decider.placer.place(command, false) {
+            Err(reason) => {
+                let outcome = Outcome {
+                    decision: Decision::Deny,
+                    rule: None,
+                    reason,
+                };
+                return Ok(answer(agent, &hook.agent_tool, &outcome));
+            }
+            // The settings run it outside the sandbox: the agent's shell runs it, as decided
+            // below.
+            Ok(Placement::Outside { .. }) => {}
+            Ok(Placement::Sandbox) => {
+                // `cordon run -c` runs it with bash, the grammar it is decided with; the
+                // question, if any, is settled here.
+                options.shell = Dialect::Bash;
+                options.non_interactive = false;
+                let outcome = decide(call, options, Some(&Placement::Sandbox));
+                return Ok(sandboxed(
+                    agent,
+                    &hook,
+                    &decider,
+                    outcome,
+                    cordon,
+                    no_one_to_ask.then_some(opts.headless),
+                ));
+            }
+        }
+    }
+    let outside = Placement::Outside {
         why: format!("{}'s own {} tool runs it", agent.name(), hook.agent_tool),
     };
     let mut strictest: Option<Outcome> = None;
     for call in &hook.calls {
         let placement = decider.engine.is_shell_tool(&call.name).then_some(&outside);
-        let mut outcome = decider.check_placed(call, options, placement);
-        // The agent's file tools act wherever they are pointed; as for cordon's own (`cordon
-        // mcp`), their paths stay in the workspace and out of `.git` and `.env` files,
-        // whichever rule allowed the call (the default rules allow reading anywhere).
-        let walls = cordon_policy::checkers::workspace_paths(call, decider.engine.environment());
-        // A denial by the walls also says more than an ask refused only because nobody can
-        // be asked.
-        let asked_and_refused = outcome.decision == Decision::Deny
-            && outcome
-                .rule
-                .as_ref()
-                .is_some_and(|r| r.decision == Decision::AskUser);
-        if walls.decision > outcome.decision
-            || (walls.decision == Decision::Deny && asked_and_refused)
-        {
-            outcome.decision = walls.decision;
-            outcome.reason = walls.reason;
-            outcome.rule = None;
-            if outcome.decision == Decision::AskUser && options.non_interactive {
-                outcome.decision = Decision::Deny;
-                outcome
-                    .reason
-                    .push_str(" (nobody can be asked, so it is denied)");
-            }
-        }
+        let outcome = decide(call, options, placement);
         if strictest
             .as_ref()
             .is_none_or(|s| outcome.decision > s.decision)
@@ -446,13 +551,114 @@ pub fn decide(
     Ok(answer(agent, &hook.agent_tool, &outcome))
 }
 
+/// `outcome` held to the walls every file tool has: as for cordon's own (`cordon mcp`), the
+/// agent's file tools act wherever they are pointed, so their paths stay in the workspace and
+/// out of `.git` and `.env` files, whichever rule allowed the call (the default rules allow
+/// reading anywhere).
+fn with_walls(
+    decider: &crate::decide::Decider,
+    call: &ToolCall,
+    mut outcome: Outcome,
+    non_interactive: bool,
+) -> Outcome {
+    let walls = cordon_policy::checkers::workspace_paths(call, decider.engine.environment());
+    // A denial by the walls also says more than an ask refused only because nobody can be
+    // asked.
+    let asked_and_refused = outcome.decision == Decision::Deny
+        && outcome
+            .rule
+            .as_ref()
+            .is_some_and(|r| r.decision == Decision::AskUser);
+    if walls.decision > outcome.decision || (walls.decision == Decision::Deny && asked_and_refused)
+    {
+        outcome.decision = walls.decision;
+        outcome.reason = walls.reason;
+        outcome.rule = None;
+        if outcome.decision == Decision::AskUser && non_interactive {
+            outcome.decision = Decision::Deny;
+            outcome
+                .reason
+                .push_str(" (nobody can be asked, so it is denied)");
+        }
+    }
+    outcome
+}
+
+/// The answer for the agent's own shell tool whose command runs in cordon's sandbox: what is
+/// allowed (or asked, where someone answers) runs rewritten under `cordon run` with the
+/// project's settings; a question nobody will answer (`headless`) is contained or denied.
+fn sandboxed(
+    agent: Agent,
+    hook: &HookCall,
+    decider: &crate::decide::Decider,
+    mut outcome: Outcome,
+    cordon: &std::path::Path,
+    headless: Option<Headless>,
+) -> Value {
+    use sandbox_shell::Containment;
+    let call = &hook.calls[0];
+    let mut how = Containment::Settings;
+    if outcome.decision == Decision::AskUser
+        && let Some(headless) = headless
+    {
+        if headless == Headless::Contain && decider.containable(call, &outcome) {
+            outcome.decision = Decision::Allow;
+            outcome.reason.push_str(
+                "; nobody can be asked, so it runs contained: the working directory writable and nothing else, no network (cordon hook --headless contain)",
+            );
+            how = Containment::Contained;
+        } else {
+            outcome.decision = Decision::Deny;
+            outcome.reason.push_str(match headless {
+                Headless::Contain => {
+                    "; nobody can be asked, and the sandbox cannot hold what it would do, so it is denied"
+                }
+                Headless::Deny => "; nobody can be asked, so it is denied (cordon hook --headless deny)",
+            });
+        }
+    }
+    let command = call.args["command"].as_str().unwrap_or_default();
+    let line = match outcome.decision {
+        Decision::Deny => None,
+        _ => match sandbox_shell::rewrite(cordon, command, how) {
+            Some(line) => Some(line),
+            None => {
+                outcome.decision = Decision::Deny;
+                outcome.reason =
+                    "the command holds a NUL byte, which no shell can be handed whole".into();
+                None
+            }
+        },
+    };
+    if outcome.decision != Decision::Deny {
+        outcome.reason.push_str("; it runs in cordon's sandbox");
+    }
+    let mut reply = answer(agent, &hook.agent_tool, &outcome);
+    if let Some(line) = line {
+        let mut input = hook.tool_input.clone();
+        input.insert("command".into(), Value::String(line));
+        match agent {
+            Agent::ClaudeCode => {
+                reply["hookSpecificOutput"]["updatedInput"] = Value::Object(input);
+            }
+            _ => {
+                reply["hookSpecificOutput"] = json!({
+                    "hookEventName": agent.event(),
+                    "tool_input": input,
+                });
+            }
+        }
+    }
+    reply
+}
+
 /// The grammar of the shell an agent runs its own shell tool's commands with, from the
 /// environment it gives its hook (`var`). Gemini CLI runs `bash -c`; Claude Code and Codex run
 /// the user's shell: `CLAUDE_CODE_SHELL` (Claude Code's own choice) or `SHELL` when it is bash
 /// or zsh, else one they find. A shell that is not bash makes every form it reads otherwise
 /// unanalysable ([`cordon_policy::shell::differs`]); one not known, every form either zsh or a
 /// POSIX shell reads otherwise.
-fn agent_shell(agent: Agent, var: impl Fn(&str) -> Option<String>) -> Dialect {
+fn agent_shell(agent: Agent, var: &impl Fn(&str) -> Option<String>) -> Dialect {
     let named = match agent {
         Agent::GeminiCli => return Dialect::Bash,
         Agent::ClaudeCode => var("CLAUDE_CODE_SHELL").or_else(|| var("SHELL")),
@@ -521,14 +727,14 @@ mod tests {
             }
         };
         let zsh_user = env(&[("SHELL", "/bin/zsh")]);
-        assert_eq!(agent_shell(Agent::GeminiCli, zsh_user), Dialect::Bash);
-        assert_eq!(agent_shell(Agent::ClaudeCode, zsh_user), Dialect::Zsh);
-        assert_eq!(agent_shell(Agent::Codex, zsh_user), Dialect::Zsh);
+        assert_eq!(agent_shell(Agent::GeminiCli, &zsh_user), Dialect::Bash);
+        assert_eq!(agent_shell(Agent::ClaudeCode, &zsh_user), Dialect::Zsh);
+        assert_eq!(agent_shell(Agent::Codex, &zsh_user), Dialect::Zsh);
         let chosen = env(&[("SHELL", "/bin/zsh"), ("CLAUDE_CODE_SHELL", "/bin/bash")]);
-        assert_eq!(agent_shell(Agent::ClaudeCode, chosen), Dialect::Bash);
+        assert_eq!(agent_shell(Agent::ClaudeCode, &chosen), Dialect::Bash);
         let fish = env(&[("SHELL", "/usr/bin/fish")]);
-        assert_eq!(agent_shell(Agent::Codex, fish), Dialect::Unknown);
-        assert_eq!(agent_shell(Agent::ClaudeCode, env(&[])), Dialect::Unknown);
+        assert_eq!(agent_shell(Agent::Codex, &fish), Dialect::Unknown);
+        assert_eq!(agent_shell(Agent::ClaudeCode, &env(&[])), Dialect::Unknown);
     }
 
     fn claude(tool: &str, input: Value) -> HookCall {

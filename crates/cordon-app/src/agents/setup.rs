@@ -1,10 +1,13 @@
 //! `cordon setup AGENT`: the agent's own settings edited so that cordon decides its tool calls
-//! (the hook), runs its commands (`cordon mcp` as an MCP server), and its built-in shell tool is
-//! off in favour of cordon's. Files are edited in place: comments, order and everything else
+//! (the hook) and runs its shell commands in cordon's sandbox: Claude Code's and Gemini CLI's
+//! own shell tool through the hook, which rewrites each command to run under `cordon run`;
+//! Codex's through `cordon mcp`, its MCP server, with Codex's own shell tool off (its hook
+//! cannot hand a command to a sandbox of cordon's inside its own). `cordon mcp` is every
+//! agent's MCP server either way. Files are edited in place: comments, order and everything else
 //! stay as they were (a concrete syntax tree, not a parse and a rewrite), a copy of each file
 //! is kept beside it before it changes, and `--remove` takes out what setup put in.
 //!
-//! What setup added that the user might have had anyway (the built-in shell switched off) is
+//! What setup added that the user might have had anyway (Codex's shell switched off) is
 //! remembered in cordon's state directory, so that `--remove` takes out only what setup added.
 
 use std::path::{Path, PathBuf};
@@ -100,6 +103,8 @@ pub struct Places {
     pub cordon: PathBuf,
     /// Where setup remembers what it added.
     pub state: PathBuf,
+    /// What the hook does with a question nobody will answer (`--headless`).
+    pub headless: super::Headless,
 }
 
 /// The edits setup (or, with `remove`, its undoing) makes for `agent` in `scope`.
@@ -121,6 +126,7 @@ pub fn plan(
             "cordon's path {cordon} holds a space or a quote; the agent runs hooks through a shell, so put cordon where its path has neither"
         );
     }
+    let sandboxed = format!("--sandbox-shell --headless {}", places.headless.name());
     let mut edits = Vec::new();
     // A project's files are the project's to plant: a link among them could send setup's
     // edit anywhere the user may write. The user's own may be links (dotfiles).
@@ -143,7 +149,10 @@ pub fn plan(
             let hook = json!({
                 // cordon's own MCP tools are decided by `cordon mcp` itself.
                 "matcher": super::hook_matcher(&format!("mcp__{}__", super::OWN_SERVER)),
-                "hooks": [{"type": "command", "command": format!("{cordon} hook claude-code")}],
+                // Claude Code keeps its own Bash tool; the hook runs its commands in cordon's
+                // sandbox.
+                "hooks": [{"type": "command",
+                           "command": format!("{cordon} hook claude-code {sandboxed}")}],
             });
             let server = json!({"command": cordon, "args": ["mcp"]});
             let settings = base.join(".claude/settings.json");
@@ -156,7 +165,11 @@ pub fn plan(
                     "hook claude-code",
                     ctx,
                 )?;
-                adds.extend(list_entry(doc, &["permissions", "deny"], "Bash", ctx)?);
+                // Setups before the hook ran Bash in the sandbox switched Bash off; removing
+                // one of those takes that out too.
+                if ctx.remove {
+                    list_entry(doc, &["permissions", "deny"], "Bash", ctx)?;
+                }
                 match scope {
                     // cordon's MCP server decides its own calls: Claude Code need not ask too.
                     // A project's settings cannot grant that (Claude Code takes a project's
@@ -187,10 +200,10 @@ pub fn plan(
         Agent::GeminiCli => {
             let hook = json!({
                 "matcher": super::hook_matcher(&format!("mcp_{}_", super::OWN_SERVER)),
-                // Gemini CLI's `tools.exclude` would take cordon's own `run_shell_command`
-                // with its own: the hook refuses Gemini CLI's instead.
+                // Gemini CLI keeps its own shell tool; the hook runs its commands in cordon's
+                // sandbox.
                 "hooks": [{"type": "command", "name": "cordon",
-                           "command": format!("{cordon} hook gemini-cli --no-own-shell")}],
+                           "command": format!("{cordon} hook gemini-cli {sandboxed}")}],
             });
             let server = json!({"command": cordon, "args": ["mcp"]});
             let settings = base.join(".gemini/settings.json");
@@ -858,6 +871,7 @@ mod tests {
             codex_home: dir.join("home/.codex"),
             cordon: PathBuf::from("/opt/bin/cordon"),
             state: dir.join("state"),
+            headless: super::super::Headless::Contain,
         }
     }
 
@@ -911,7 +925,7 @@ mod tests {
         );
         assert_eq!(
             v["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
-            "/opt/bin/cordon hook claude-code"
+            "/opt/bin/cordon hook claude-code --sandbox-shell --headless contain"
         );
         let mcp = read(&places.project.join(".mcp.json"));
         assert_eq!(mcp["mcpServers"]["cordon"]["args"], json!(["mcp"]));
@@ -932,7 +946,7 @@ mod tests {
         let v = read(&settings);
         assert_eq!(
             v["hooks"]["BeforeTool"][0]["hooks"][0]["command"],
-            "/opt/bin/cordon hook gemini-cli --no-own-shell"
+            "/opt/bin/cordon hook gemini-cli --sandbox-shell --headless contain"
         );
         assert_eq!(v["mcpServers"]["cordon"]["command"], "/opt/bin/cordon");
         setup(&places, Agent::GeminiCli, true);

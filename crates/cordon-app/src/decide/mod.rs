@@ -298,11 +298,7 @@ impl Decider {
         let Some(from) = &self.auto_allow else {
             return o;
         };
-        if o.decision != Decision::AskUser
-            || placement != Some(&Placement::Sandbox)
-            || !self.engine.is_shell_tool(&call.name)
-            || o.rule.as_ref().is_some_and(|r| r.tier != Tier::Default)
-        {
+        if placement != Some(&Placement::Sandbox) || !self.containable(call, &o) {
             return o;
         }
         o.decision = Decision::Allow;
@@ -311,5 +307,14 @@ impl Decider {
             o.reason
         );
         o
+    }
+
+    /// Whether the question `o` asks about `call` is one the sandbox answers, when the
+    /// command runs in it: a shell command asked about by the defaults only. An ask someone
+    /// wrote into a policy wants a person, and every deny holds.
+    pub fn containable(&self, call: &ToolCall, o: &Outcome) -> bool {
+        o.decision == Decision::AskUser
+            && self.engine.is_shell_tool(&call.name)
+            && o.rule.as_ref().is_none_or(|r| r.tier == Tier::Default)
     }
 }

@@ -179,6 +179,7 @@ pub const PROFILES: &[(&str, &str)] = &[
     ),
     ("offline", include_str!("profiles/offline.toml")),
     ("dev", include_str!("profiles/dev.toml")),
+    ("contained", include_str!("profiles/contained.toml")),
 ];
 
 /// `--profile NAME`, checked.

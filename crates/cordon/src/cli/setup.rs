@@ -4,8 +4,8 @@
 
 use anyhow::Context;
 use clap::Args;
-use cordon_app::agents::Agent;
 use cordon_app::agents::setup::{self, Places, Scope};
+use cordon_app::agents::{Agent, Headless};
 
 use crate::exit;
 
@@ -28,6 +28,13 @@ pub struct SetupArgs {
     /// off (only where setup switched it off).
     #[arg(long)]
     remove: bool,
+    /// What the hook does with a question nobody will answer (the agent runs headless, in a
+    /// bypass mode, or cannot ask): `contain` runs the command in the sandbox with the
+    /// working directory writable and nothing else, no network, where that holds everything it
+    /// could do, and denies it otherwise; `deny` denies it.
+    #[arg(long, value_name = "contain|deny", default_value = "contain",
+          value_parser = |s: &str| s.parse::<Headless>())]
+    headless: Headless,
 }
 
 pub fn run(args: SetupArgs) -> anyhow::Result<u8> {
@@ -52,6 +59,7 @@ pub fn run(args: SetupArgs) -> anyhow::Result<u8> {
             .filter(|h| !h.is_empty())
             .map_or_else(|| home.join(".codex"), std::path::PathBuf::from),
         home,
+        headless: args.headless,
     };
     let edits = setup::plan(args.agent, scope, &places, args.remove)?;
     if args.dry_run {
@@ -72,10 +80,20 @@ pub fn run(args: SetupArgs) -> anyhow::Result<u8> {
         println!("kept the previous file as {}", b.display());
     }
     if !args.remove {
-        println!(
-            "{}: cordon decides its tool calls (hook) and runs commands in its sandbox (MCP server `cordon`); its own shell tool is off",
-            args.agent.name()
-        );
+        match args.agent {
+            Agent::Codex => println!(
+                "codex: cordon decides its tool calls (hook) and runs commands in its sandbox (MCP server `cordon`); its own shell tool is off"
+            ),
+            agent => println!(
+                "{}: cordon decides its tool calls (hook), and its own shell tool's commands run in cordon's sandbox; a question nobody will answer (headless, bypass modes) is {} (--headless)",
+                agent.name(),
+                match args.headless {
+                    Headless::Contain =>
+                        "run contained: the working directory writable, nothing else, no network",
+                    Headless::Deny => "denied",
+                }
+            ),
+        }
         for note in setup::notes(args.agent, scope) {
             println!("note: {note}");
         }

@@ -83,7 +83,7 @@ pub struct SandboxFlags {
     #[arg(long)]
     allow_local_binding: bool,
     /// A profile shipped with cordon, applied over the settings files: read-only,
-    /// workspace-write, offline or dev (`cordon config show --profile NAME` shows it).
+    /// workspace-write, offline, dev or contained (`cordon config show --profile NAME` shows it).
     #[arg(long, value_name = "NAME", value_parser = settings::parse_profile)]
     profile: Option<String>,
     /// Settings to apply on top of cordon.toml's layers: a cordon.toml, or Claude Code's,
