@@ -280,6 +280,11 @@ pub struct RunConfig {
     pub left_out: Vec<String>,
     /// Where it came from, for whatever follows the settings through the run (its proxy).
     pub sources: Sources,
+    /// `--agent`: its directories of commands, hooks and the like, read-only in the run.
+    pub agent_controls: Vec<PathBuf>,
+    /// `--agent`: its settings files as they were, to undo what would run or allow
+    /// something after the run.
+    pub agent_settings: Option<std::sync::Arc<crate::agents::guard::AgentSettings>>,
 }
 
 impl RunConfig {
@@ -330,6 +335,7 @@ impl RunConfig {
             })
             .unwrap_or_default();
         let mut expose_credentials = value(s.expose_credentials).unwrap_or_default();
+        let (mut agent_controls, mut agent_settings) = (Vec::new(), None);
         if let Some(agent) = sources.agent {
             let profile = crate::agents::profile::profile(
                 agent,
@@ -345,6 +351,10 @@ impl RunConfig {
                     format!("--agent {}: cannot make {}", agent.name(), dir.display())
                 })?;
             }
+            agent_settings = Some(std::sync::Arc::new(
+                crate::agents::guard::AgentSettings::before(&profile),
+            ));
+            agent_controls = profile.control_dirs;
             allow_write.extend(profile.dirs);
             expose_credentials.push(profile.credentials.to_string());
             let by = format!("--agent {}", agent.name());
@@ -399,6 +409,8 @@ impl RunConfig {
             ignore_violations,
             left_out,
             sources: sources.clone(),
+            agent_controls,
+            agent_settings,
         })
     }
 

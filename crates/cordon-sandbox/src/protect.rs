@@ -28,6 +28,9 @@ pub const PROTECTED_NAMES: &[&str] = &[
     ".gemini",
     ".codex",
     ".mcp.json",
+    ".envrc",
+    ".devcontainer",
+    ".devcontainer.json",
 ];
 
 /// Whether `rel`, a path relative to a writable place, is protected or lies under a protected

@@ -720,12 +720,18 @@ fn gemini_cli_runs_commands_in_cordons_sandbox_through_mcp() {
 
 /// `cordon setup ARGS` in `dir` with `home` as HOME; what it printed.
 fn cordon_setup(dir: &Path, home: &Path, args: &[&str]) -> String {
+    cordon_setup_with(dir, home, args, &[])
+}
+
+/// As [`cordon_setup`], with the variables `vars` besides.
+fn cordon_setup_with(dir: &Path, home: &Path, args: &[&str], vars: &[(&str, &str)]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
         .arg("setup")
         .args(args)
         .current_dir(dir)
         .env("HOME", home)
         .env_remove("XDG_CONFIG_HOME")
+        .envs(vars.iter().copied())
         .output()
         .expect("run cordon setup");
     assert!(
@@ -1014,8 +1020,40 @@ fn cordon_setup_wires_codex_and_remove_undoes_it() {
     assert!(diff.contains("+shell_tool = false"), "{diff}");
     assert_eq!(std::fs::read_to_string(&config).expect("read"), original);
 
-    let said = setup(&[]);
-    assert!(said.contains("trust `cordon hook codex`"), "{said}");
+    // With codex on PATH, setup asks it whether it runs the hook yet: not until the person
+    // trusts it, and `cordon doctor` says so too.
+    let path = format!(
+        "{}:{}",
+        project.codex.parent().expect("bin dir").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let said = cordon_setup_with(
+        &project.dir,
+        &project.home,
+        &["codex", "--user"],
+        &[("PATH", &path)],
+    );
+    assert!(
+        said.contains("does not run `cordon hook codex` yet (untrusted)")
+            && said.contains("open /hooks"),
+        "{said}"
+    );
+    let doctor = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["doctor", "--json"])
+        .current_dir(&project.dir)
+        .env("HOME", &project.home)
+        .env("PATH", &path)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .expect("doctor");
+    let found: Value = serde_json::from_slice(&doctor.stdout).expect("doctor's JSON");
+    let line = found
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["name"] == "codex hook")
+        .unwrap_or_else(|| panic!("no codex hook line: {found}"));
+    assert_eq!(line["available"], false, "{line}");
     let text = std::fs::read_to_string(&config).expect("read");
     assert!(text.starts_with("# the user's own\n"), "{text}");
 
@@ -1137,6 +1175,130 @@ fn codex_runs_whole_inside_cordon() {
         },
     );
     assert_untouched(&bashrc, &codex_output(&results));
+}
+
+/// What a model inside `cordon run --agent AGENT` plants in the agent's own directory for
+/// the next plain start: a hook (Claude Code, Gemini CLI) or an MCP server (Codex) in its
+/// settings, and a command file. `plant` runs the agent in cordon once with the model asking
+/// for `command`; then a plain start must run nothing planted, the settings must read as
+/// before, and the command file must be gone.
+fn nothing_planted_outlives_the_run(
+    settings: &Path,
+    planted: &Path,
+    command_file: &Path,
+    plant: &dyn Fn(&str),
+    plain_start: &dyn Fn(),
+    attack: &str,
+) {
+    let before = std::fs::read_to_string(settings).ok();
+    plant(attack);
+    assert_eq!(
+        std::fs::read_to_string(settings).ok(),
+        before,
+        "{} kept what the run planted",
+        settings.display()
+    );
+    assert!(
+        !command_file.exists(),
+        "{} was kept",
+        command_file.display()
+    );
+    plain_start();
+    assert!(
+        !planted.exists(),
+        "the next plain start ran what was planted"
+    );
+}
+
+#[test]
+fn claude_code_in_cordon_leaves_nothing_for_its_next_start() {
+    let Some(claude) = claude() else {
+        return;
+    };
+    let project = Project::with_hook(false);
+    let settings = project.home.join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&settings, "{\"model\": \"opus\"}\n").expect("write");
+    let planted = project.dir.parent().expect("parent").join("PLANTED");
+    let hook = json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command",
+        "command": format!("touch {}", planted.display())}]}]}});
+    let attack = format!(
+        "echo '{hook}' > ~/.claude/settings.json; mkdir -p ~/.claude/commands; echo evil > ~/.claude/commands/x.md; cat ~/.claude/settings.json"
+    );
+    let plant = |attack: &str| {
+        let model = ScriptedModel::start(attack);
+        project.claude_in(
+            Some("claude-code"),
+            &claude,
+            &model,
+            &["--dangerously-skip-permissions"],
+        );
+        assert!(
+            format!("{:?}", model.results()).contains("SessionStart"),
+            "the settings were written inside the run: {:?}",
+            model.results()
+        );
+    };
+    let plain_start = || {
+        let model = ScriptedModel::start("true");
+        project.claude(&claude, &model, &[]);
+    };
+    nothing_planted_outlives_the_run(
+        &settings,
+        &planted,
+        &project.home.join(".claude/commands/x.md"),
+        &plant,
+        &plain_start,
+        &attack,
+    );
+    // A change that runs nothing is the agent's own to keep.
+    let model = ScriptedModel::start("echo '{\"model\": \"sonnet\"}' > ~/.claude/settings.json");
+    project.claude_in(
+        Some("claude-code"),
+        &claude,
+        &model,
+        &["--dangerously-skip-permissions"],
+    );
+    assert_eq!(
+        std::fs::read_to_string(&settings).ok().as_deref(),
+        Some("{\"model\": \"sonnet\"}\n")
+    );
+}
+
+#[test]
+fn codex_in_cordon_leaves_nothing_for_its_next_start() {
+    let Some(codex) = codex() else {
+        return;
+    };
+    let project = CodexProject::new(codex, "model_reasoning_effort = \"low\"\n");
+    let settings = project.home.join(".codex/config.toml");
+    let planted = project.dir.parent().expect("parent").join("PLANTED");
+    let attack = format!(
+        "printf '\\n[mcp_servers.x]\\ncommand = \"touch\"\\nargs = [\"{}\"]\\n' >> ~/.codex/config.toml; mkdir -p ~/.codex/rules; echo evil > ~/.codex/rules/x.rules; cat ~/.codex/config.toml",
+        planted.display()
+    );
+    let exec = |cmd: &str| Call {
+        tool: "exec_command".into(),
+        input: json!({ "cmd": cmd }),
+    };
+    let plant = |attack: &str| {
+        let said = codex_output(&project.run_in(Some("codex"), exec(attack)));
+        assert!(
+            said.contains("mcp_servers.x"),
+            "written inside the run: {said}"
+        );
+    };
+    let plain_start = || {
+        project.run(exec("true"));
+    };
+    nothing_planted_outlives_the_run(
+        &settings,
+        &planted,
+        &project.home.join(".codex/rules/x.rules"),
+        &plant,
+        &plain_start,
+        &attack,
+    );
 }
 
 /// Claude Code's own full-screen interface, whole inside `cordon run --agent claude-code`, on

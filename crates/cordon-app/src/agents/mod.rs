@@ -24,6 +24,8 @@
 //! through: `cordon mcp` decides each of them itself, and can ask the person where the hook
 //! cannot.
 
+pub mod codex_trust;
+pub mod guard;
 pub mod profile;
 pub mod sandbox_shell;
 pub mod setup;

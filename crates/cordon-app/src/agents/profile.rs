@@ -29,15 +29,56 @@ pub struct Profile {
     /// Its own login's credential store ([`crate::credentials::STORES`]), which it must read
     /// to work; exposed in its runs only.
     pub credentials: &'static str,
+    /// Its settings files in its own directories: what the run changed there that would run
+    /// or allow something is put back after it ([`super::guard`]).
+    pub settings_files: Vec<PathBuf>,
+    /// The top-level settings keys it may change for itself (its model, its look); a change
+    /// to any other is undone.
+    pub harmless_keys: &'static [&'static str],
+    /// Its directories of commands, sub-agents, hooks, plugins, extensions, skills and rules,
+    /// which it reads as instructions or runs: read-only in its run (made empty for the run
+    /// where missing, and removed after it if still empty).
+    pub control_dirs: Vec<PathBuf>,
 }
 
 /// The profile of `agent` for the user whose home is `home`; `codex_home` is `CODEX_HOME`
 /// where set.
 pub fn profile(agent: Agent, home: &Path, codex_home: Option<&Path>) -> Profile {
+    let claude = home.join(".claude");
+    let gemini = home.join(".gemini");
+    let codex = codex_home.map_or_else(|| home.join(".codex"), Path::to_path_buf);
+    let under = |dir: &Path, names: &[&str]| -> Vec<PathBuf> {
+        names.iter().map(|n| dir.join(n)).collect()
+    };
     match agent {
         Agent::ClaudeCode => Profile {
             credentials: "claude",
-            dirs: vec![home.join(".claude")],
+            settings_files: under(&claude, &["settings.json", "settings.local.json"]),
+            harmless_keys: &[
+                "$schema",
+                "model",
+                "outputStyle",
+                "theme",
+                "language",
+                "alwaysThinkingEnabled",
+                "cleanupPeriodDays",
+                "includeCoAuthoredBy",
+                "spinnerTipsEnabled",
+                "feedbackSurveyState",
+                "verbose",
+            ],
+            control_dirs: under(
+                &claude,
+                &[
+                    "commands",
+                    "agents",
+                    "hooks",
+                    "plugins",
+                    "skills",
+                    "output-styles",
+                ],
+            ),
+            dirs: vec![claude.clone()],
             // Claude Code also keeps state in ~/.claude.json, which it replaces by renaming a
             // new file over it: that needs the home directory writable, so it stays read-only
             // and what Claude Code changes there inside cordon is not kept.
@@ -63,7 +104,12 @@ pub fn profile(agent: Agent, home: &Path, codex_home: Option<&Path>) -> Profile 
         },
         Agent::GeminiCli => Profile {
             credentials: "gemini",
-            dirs: vec![home.join(".gemini")],
+            settings_files: under(&gemini, &["settings.json"]),
+            // Its look and its model; not `general` (its editor is a program it starts) nor
+            // `security` (its sign-in method, chosen again if undone).
+            harmless_keys: &["$schema", "ui", "model", "accessibility", "output"],
+            control_dirs: under(&gemini, &["commands", "extensions", "policies", "skills"]),
+            dirs: vec![gemini.clone()],
             domains: vec![
                 "generativelanguage.googleapis.com",
                 "cloudcode-pa.googleapis.com",
@@ -81,7 +127,22 @@ pub fn profile(agent: Agent, home: &Path, codex_home: Option<&Path>) -> Profile 
         },
         Agent::Codex => Profile {
             credentials: "codex",
-            dirs: vec![codex_home.map_or_else(|| home.join(".codex"), Path::to_path_buf)],
+            // Not `projects`: a project trusted there has its own config.toml read.
+            settings_files: under(&codex, &["config.toml", "hooks.json"]),
+            harmless_keys: &[
+                "model",
+                "model_reasoning_effort",
+                "model_reasoning_summary",
+                "model_verbosity",
+                "personality",
+                "tui",
+                "notice",
+                "hide_agent_reasoning",
+                "show_raw_agent_reasoning",
+                "file_opener",
+            ],
+            control_dirs: under(&codex, &["rules", "skills", "plugins", "prompts"]),
+            dirs: vec![codex.clone()],
             domains: vec!["api.openai.com", "chatgpt.com", "auth.openai.com"],
             keep_env: vec!["OPENAI_API_KEY", "CODEX_API_KEY"],
             settings_env: vec!["CODEX_*", "OPENAI_BASE_URL"],

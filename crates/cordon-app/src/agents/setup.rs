@@ -683,9 +683,9 @@ fn toml_false(
 pub fn notes(agent: Agent, scope: Scope) -> Vec<&'static str> {
     match (agent, scope) {
         (Agent::Codex, scope) => {
-            let mut notes = vec![
-                "Codex runs a hook only once you trust it: start codex, open /hooks, and trust `cordon hook codex`",
-            ];
+            // Whether it trusts the hook yet, Codex is asked once setup is done
+            // (`super::codex_trust`).
+            let mut notes = Vec::new();
             if scope == Scope::Project {
                 notes.push(
                     "Codex reads .codex/config.toml only in a project it trusts: answer its trust question, or run codex with --trust once",

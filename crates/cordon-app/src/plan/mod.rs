@@ -20,7 +20,9 @@ pub struct Plan {
     pub cwd: PathBuf,
     pub writable: Vec<PathBuf>,
     pub read_only: Vec<PathBuf>,
-    /// cordon's own settings directories.
+    /// cordon's own settings directories, and with `--agent` the agent's directories of
+    /// commands, hooks and the like: made for the run where missing, read-only during it,
+    /// guarded after it.
     pub own_settings: Vec<PathBuf>,
     pub hidden: Vec<PathBuf>,
     pub reopened: Vec<PathBuf>,
@@ -100,6 +102,7 @@ pub fn plan(config: &RunConfig) -> anyhow::Result<Plan> {
     // cordon's own settings and policies, wherever a writable place holds them.
     let own_settings: Vec<PathBuf> = crate::policy::own_settings_dirs()
         .into_iter()
+        .chain(config.agent_controls.iter().cloned())
         .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
         .collect();
     read_only.extend(

@@ -162,7 +162,14 @@ pub fn run(sources: &Sources, mut launch: Launch) -> anyhow::Result<u8> {
     let plan = plan(&config)?;
     plan.warn();
     let _modes = TerminalModes::keep();
-    run_planned(&config, &launch, plan, (journal.as_ref(), held), weaker)
+    let code = run_planned(&config, &launch, plan, (journal.as_ref(), held), weaker);
+    // A backend that does not conclude as Linux runs do leaves the agent's settings to here.
+    if let Some(settings) = &config.agent_settings {
+        for v in settings.undo() {
+            eprintln!("cordon: {}", v.describe());
+        }
+    }
+    code
 }
 
 /// The modes of the terminal on standard input as the run found them, put back when it ends:
@@ -564,6 +571,7 @@ pub(crate) fn conclude(
     let blocked: Vec<Violation> = undo_failures(&undone, unrestored)
         .chain(undone.undone.iter().map(Violation::from))
         .chain(restored.iter().map(|p| Violation::restored(p)))
+        .chain(config.agent_settings.iter().flat_map(|s| s.undo()))
         .chain(refused)
         .chain(inferred.iter().cloned())
         .filter(|v| {

@@ -97,6 +97,21 @@ fn configured(found: &[cordon_sandbox::linux::doctor::Mechanism]) -> Vec<Mechani
         fix: journal.is_none().then(|| "set HOME".into()),
         required: false,
     });
+    // Codex runs cordon's hook only once the person trusts it; where Codex is installed and
+    // its settings here hold the hook, Codex says whether it does.
+    if let Some(codex) = cordon_app::agents::codex_trust::find_codex() {
+        use cordon_app::agents::codex_trust::HookTrust;
+        let trust = cordon_app::agents::codex_trust::cordons_hook(&codex, &cwd);
+        if trust != HookTrust::Absent {
+            out.push(Mechanism {
+                name: "codex hook",
+                available: trust == HookTrust::Trusted,
+                detail: trust.said(),
+                fix: (trust != HookTrust::Trusted).then(|| HookTrust::FIX.into()),
+                required: false,
+            });
+        }
+    }
     out
 }
 

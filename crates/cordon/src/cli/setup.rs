@@ -5,7 +5,7 @@
 use anyhow::Context;
 use clap::Args;
 use cordon_app::agents::setup::{self, Places, Scope};
-use cordon_app::agents::{Agent, Headless};
+use cordon_app::agents::{Agent, Headless, codex_trust};
 
 use crate::exit;
 
@@ -93,6 +93,16 @@ pub fn run(args: SetupArgs) -> anyhow::Result<u8> {
                     Headless::Deny => "denied",
                 }
             ),
+        }
+        if args.agent == Agent::Codex {
+            let trust = match codex_trust::find_codex() {
+                Some(codex) => codex_trust::cordons_hook(&codex, &places.project),
+                None => codex_trust::HookTrust::Unknown("codex is not on PATH".into()),
+            };
+            match trust {
+                codex_trust::HookTrust::Trusted => println!("note: {}", trust.said()),
+                _ => println!("note: {}; {}", trust.said(), codex_trust::HookTrust::FIX),
+            }
         }
         for note in setup::notes(args.agent, scope) {
             println!("note: {note}");
