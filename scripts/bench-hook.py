@@ -2,9 +2,16 @@
 """What `cordon hook claude-code` costs an agent per tool call: the whole process, from start
 to answer, with a Claude Code PreToolUse input on standard input, timed in turn with
 `cordon check` on the same call and with `true` (the cost of starting any process), round
-after round. Prints the median and the 10th-90th percentiles of each, in milliseconds.
+after round. Prints the median, the 10th-90th percentiles and the 99th of each, in
+milliseconds.
+
+With --launch, what the rewritten command (`cordon hook --sandbox-shell`) adds when the agent
+runs it: `bash -c CMD` timed in turn with `bash -c` of the line the hook hands back, for the
+project's settings and for a contained ask, and with sandbox-runtime's `srt` and Codex's
+`codex sandbox` where they are given.
 
     python3 scripts/bench-hook.py [--cordon PATH] [--rounds N]
+    python3 scripts/bench-hook.py --launch [--srt PATH] [--codex PATH] [--rounds N]
 """
 
 import argparse
@@ -20,9 +27,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cordon", default="target/release/cordon")
     ap.add_argument("--rounds", type=int, default=300)
+    ap.add_argument("--launch", action="store_true")
+    ap.add_argument("--srt", help="sandbox-runtime's srt, for --launch")
+    ap.add_argument("--codex", help="Codex's codex, for --launch")
     a = ap.parse_args()
     cordon = os.path.abspath(a.cordon)
-    ws = tempfile.mkdtemp(prefix="cordon-bench-hook-")
+    # Not under /tmp: a sandboxed command has a /tmp of its own.
+    ws = tempfile.mkdtemp(prefix="cordon-bench-hook-", dir="/var/tmp")
+    if a.launch:
+        return launch(a, cordon, ws)
     command = "git status && cargo test 2>&1 | tail -n 20"
     hook_input = json.dumps({
         "session_id": "s", "transcript_path": os.path.join(ws, "t.jsonl"), "cwd": ws,
@@ -31,14 +44,21 @@ def main():
     }).encode()
     ways = {
         "cordon hook claude-code": ([cordon, "hook", "claude-code"], hook_input),
+        "hook claude-code --sandbox-shell": ([cordon, "hook", "claude-code", "--sandbox-shell"],
+                                             hook_input),
         # Codex hands its hook Claude Code's input (its shell tool is also `Bash`).
         "cordon hook codex": ([cordon, "hook", "codex"], hook_input),
         "cordon check (same call)": ([cordon, "check", "--tool", "run_shell_command",
                                       "--args", json.dumps({"command": command})], b""),
         "true": (["true"], b""),
     }
+    show(a.rounds, interleave(ways, a.rounds, ws))
+
+
+def interleave(ways, rounds, ws):
+    """Each way's whole-process times, the ways taken in turn round after round."""
     times = {w: [] for w in ways}
-    for r in range(a.rounds + 10):
+    for r in range(rounds + 10):
         for way, (argv, stdin) in ways.items():
             start = time.perf_counter()
             out = subprocess.run(argv, input=stdin, cwd=ws, capture_output=True)
@@ -47,10 +67,46 @@ def main():
                 raise SystemExit(f"{way}: exit {out.returncode}: {out.stderr.decode()}")
             if r >= 10:  # the first rounds warm the caches
                 times[way].append(took)
-    print(f"{a.rounds} rounds, median (p10-p90) ms per call, process start included:")
+    return times
+
+
+def show(rounds, times):
+    print(f"{rounds} rounds, median (p10-p90) p99 ms per call, process start included:")
     for way, t in times.items():
         t.sort()
-        print(f"  {way:28} {statistics.median(t):6.2f} ({t[len(t) // 10]:.2f}-{t[len(t) * 9 // 10]:.2f})")
+        p99 = t[min(len(t) - 1, len(t) * 99 // 100)]
+        print(f"  {way:34} {statistics.median(t):6.2f} ({t[len(t) // 10]:.2f}-{t[len(t) * 9 // 10]:.2f}) {p99:.2f}")
+
+
+def launch(a, cordon, ws):
+    """The agent's shell running the command itself, and running the line the hook hands
+    back, for an allowed command and for a contained ask."""
+    command = "true"
+
+    def rewritten(mode):
+        hook_input = json.dumps({
+            "hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": ws,
+            "permission_mode": mode, "tool_input": {"command": command},
+        }).encode()
+        out = subprocess.run([cordon, "hook", "claude-code", "--sandbox-shell"],
+                             input=hook_input, cwd=ws, capture_output=True, check=True)
+        line = json.loads(out.stdout)["hookSpecificOutput"]["updatedInput"]["command"]
+        return line
+
+    allowed = rewritten("default")
+    # `true` is allowed; a contained run is what an ask becomes with nobody to answer.
+    contained = allowed.replace(" run ", " run --profile contained --fail-if-unavailable ", 1)
+    ways = {
+        "bash -c CMD": (["bash", "-c", command], b""),
+        "bash -c (cordon run, settings)": (["bash", "-c", allowed], b""),
+        "bash -c (cordon run, contained)": (["bash", "-c", contained], b""),
+    }
+    if a.srt:
+        ways["srt -- CMD"] = ([a.srt, "--", command], b"")
+    if a.codex:
+        ways["codex sandbox -- CMD"] = ([a.codex, "sandbox", "-c", "sandbox_mode=workspace-write",
+                                         "--", command], b"")
+    show(a.rounds, interleave(ways, a.rounds, ws))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,10 @@
 //! All three read exit status 2 as "blocked, the reason is on standard error": that is the
 //! answer to input cordon cannot read, so that nothing it cannot analyse runs.
 //!
+//! With `--sandbox-shell`, Claude Code's and Gemini CLI's own shell tool gets its command back
+//! rewritten to run in cordon's sandbox ([`sandbox_shell`]), and a question nobody will answer
+//! there is contained or denied ([`Headless`]).
+//!
 //! Calls to cordon's own MCP server (named [`OWN_SERVER`], as `cordon setup` names it) are let
 //! through: `cordon mcp` decides each of them itself, and can ask the person where the hook
 //! cannot.
