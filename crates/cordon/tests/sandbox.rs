@@ -898,3 +898,81 @@ fn a_writable_file_is_writable_alone() {
         stderr(&o)
     );
 }
+
+/// The SSH key is hidden from every run, and `ssh` still signs with it through the user's
+/// agent, once its socket is given: the agent holds the key, the command never reads it.
+#[test]
+fn ssh_signs_through_the_agent_while_the_key_stays_hidden() {
+    let Some(sb) = Sandbox::new() else { return };
+    let home = sb.outside.join("home");
+    let key = home.join(".ssh/id_ed25519");
+    std::fs::create_dir_all(key.parent().expect("parent")).expect("mkdir");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "cordon-test", "-f"])
+        .arg(&key)
+        .status()
+        .expect("ssh-keygen (openssh-client)");
+    assert!(made.success());
+    let socket = sb.outside.join("agent.sock");
+    let mut agent = Command::new("ssh-agent")
+        .args(["-D", "-a"])
+        .arg(&socket)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("ssh-agent (openssh-client)");
+    for _ in 0..200 {
+        if socket.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let added = Command::new("ssh-add")
+        .arg("-q")
+        .arg(&key)
+        .env("SSH_AUTH_SOCK", &socket)
+        .status()
+        .expect("ssh-add");
+    assert!(added.success());
+    std::fs::write(sb.ws.join("file"), "data\n").expect("write");
+    let secret = std::fs::read_to_string(&key).expect("the key");
+    let sock = socket.to_str().expect("utf-8");
+    let script = "ssh-add -l; ssh-keygen -Y sign -f ~/.ssh/id_ed25519.pub -n test file; cat ~/.ssh/id_ed25519";
+    let o = sb.run_env(
+        &[
+            "--keep-env",
+            "SSH_AUTH_SOCK",
+            "--allow-unix-socket",
+            sock,
+            "-c",
+            script,
+        ],
+        &[
+            ("HOME", home.to_str().expect("utf-8")),
+            ("SSH_AUTH_SOCK", sock),
+        ],
+    );
+    let _ = agent.kill();
+    let _ = agent.wait();
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(
+        out.contains("cordon-test (ED25519)"),
+        "the agent answered: {out} {err}"
+    );
+    let sig = std::fs::read_to_string(sb.ws.join("file.sig")).unwrap_or_default();
+    assert!(
+        sig.starts_with("-----BEGIN SSH SIGNATURE-----"),
+        "signed: {err}"
+    );
+    let body = secret
+        .lines()
+        .nth(1)
+        .expect("the key's first line of base64");
+    assert!(
+        !out.contains(body) && !err.contains(body),
+        "the key was read: {out}"
+    );
+    assert!(
+        err.contains("id_ed25519") && err.contains("hidden"),
+        "{err}"
+    );
+}
