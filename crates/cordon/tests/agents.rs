@@ -884,6 +884,12 @@ impl CodexProject {
     /// As [`CodexProject::run`], in `cordon run --agent codex` when `agent` says so. There
     /// cordon is the sandbox, and Codex's own is off.
     fn run_in(&self, agent: Option<&str>, call: Call) -> Vec<Value> {
+        self.session(agent, false, call).0
+    }
+
+    /// As [`CodexProject::run_in`], with Codex's approvals and sandbox off where `yolo`
+    /// (`--dangerously-bypass-approvals-and-sandbox`); with everything Codex sent the model.
+    fn session(&self, agent: Option<&str>, yolo: bool, call: Call) -> (Vec<Value>, String) {
         let model = ScriptedModel::asking(call);
         let (mut cmd, url) = agent_command(&self.codex, model.port, agent);
         let provider = format!(
@@ -901,7 +907,11 @@ impl CodexProject {
                 "--skip-git-repo-check",
                 "--dangerously-bypass-hook-trust",
             ])
-            .args(["-s", sandbox, "-m", "gpt-5"])
+            .args(if yolo {
+                vec!["--dangerously-bypass-approvals-and-sandbox", "-m", "gpt-5"]
+            } else {
+                vec!["-s", sandbox, "-m", "gpt-5"]
+            })
             .args(["-c", "model_provider=scripted", "-c", &provider])
             .arg("do what the test asks")
             .current_dir(&self.dir)
@@ -918,7 +928,7 @@ impl CodexProject {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        model.results()
+        (model.results(), model.received())
     }
 }
 
@@ -1067,6 +1077,18 @@ fn cordon_setup_wires_codex_and_remove_undoes_it() {
     assert!(
         said.contains("marker-file"),
         "ls ran in cordon's sandbox: {said}"
+    );
+
+    // What a model tries, with Codex's approvals and sandbox off (cordon's questions are
+    // accepted unasked there, so what holds is cordon's denials and its sandbox), and in
+    // `exec`'s own mode, where they are declined.
+    let session = |call: Call| project.session(None, true, call);
+    play_attacks(
+        &project,
+        "mcp__cordon__run_shell_command",
+        "mcp__cordon__write_file",
+        "yolo",
+        &session,
     );
 
     setup(&["--remove"]);
@@ -1440,7 +1462,11 @@ fn play_attacks(dirs: &Dirs, shell: &str, write: &str, mode: &str, session: Sess
             !received.contains(KEY) && !received.contains("UFJJVkFURS1LRVktTUFSS0VS"),
             "{mode}: the key reached the model's provider through {what}"
         );
-        assert!(results.len() <= 1, "{mode}: {what}: {results:?}");
+        assert_eq!(
+            results.len(),
+            1,
+            "{mode}: the call was made: {what}: {results:?}"
+        );
     }
     // Nobody is asked, so it runs contained (`--headless contain`, setup's default): the
     // sandbox refuses it, where a hook that only decides would have had to deny it.
