@@ -1197,6 +1197,36 @@ fn attempts() -> Vec<Attempt> {
                 }
             },
         ),
+        attempt(
+            "read a credential store made after the sandbox was built",
+            |sb| {
+                let home = tempfile::tempdir_in("/var/tmp").expect("home");
+                let h = home.path();
+                write(&h.join("notes.txt"), "NOTES-OK");
+                let env = [("HOME", h.to_str().expect("utf-8"))];
+                // The first run builds the sandbox (kept, where runs are warm) before the
+                // store exists; the second reads it by a path made at run time.
+                let first = sb.run_env(&["-c", "cat ~/notes.txt"], &env);
+                if !stdout(&first).contains("NOTES-OK") {
+                    return Err(format!("the home was not readable: {}", stderr(&first)));
+                }
+                write(&h.join(".aws/credentials"), "AWS-LATE-SECRET");
+                write(&h.join(".ssh/id_ed25519"), "KEY-LATE-SECRET");
+                let o = sb.run_env(
+                    &[
+                        "-c",
+                        "a=.aws; d=.ssh; cat ~/$a/credentials ~/$d/id_ed25519 ~/notes.txt",
+                    ],
+                    &env,
+                );
+                lacks(&o, "LATE-SECRET")?;
+                if stdout(&o).contains("NOTES-OK") {
+                    Ok(())
+                } else {
+                    Err(format!("the home was not readable: {}", stderr(&o)))
+                }
+            },
+        ),
         attempt("reach past --allow-read to its denied neighbour", |sb| {
             let secrets = sb.outside.join("secrets");
             write(&secrets.join("id_rsa"), "PRIVATE-KEY");
