@@ -939,6 +939,20 @@ fn the_hook_runs_the_agents_shell_commands_in_cordons_sandbox() {
     assert!(line.contains("--profile contained"), "{line}");
     assert_eq!(run("bash", line).1, Some(0));
     assert!(env.path("ws/g.txt").exists());
+    // A command started outside the workspace would have that directory writable: refused.
+    for dir in ["..", "../home", "/"] {
+        let input = serde_json::json!({"hook_event_name": "BeforeTool", "tool_name": "run_shell_command",
+            "tool_input": {"command": "echo x > planted", "dir_path": dir}, "cwd": env.path("ws")});
+        let answer = hook("gemini-cli", &[], input.to_string());
+        assert_eq!(answer["decision"], "deny", "{dir}: {answer}");
+        assert!(answer["hookSpecificOutput"].is_null(), "{dir}: {answer}");
+    }
+    let input = serde_json::json!({"hook_event_name": "BeforeTool", "tool_name": "run_shell_command",
+        "tool_input": {"command": "true", "dir_path": "sub/.."}, "cwd": env.path("ws")});
+    std::fs::create_dir_all(env.path("ws/sub")).expect("mkdir");
+    assert!(
+        hook("gemini-cli", &[], input.to_string())["hookSpecificOutput"]["tool_input"].is_object()
+    );
 }
 
 /// `cordon hook claude-code`'s answer to one call: its decision and reason.

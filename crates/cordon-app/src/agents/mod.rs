@@ -523,6 +523,14 @@ fn decide_with_env(
             // below.
             Ok(Placement::Outside { .. }) => {}
             Ok(Placement::Sandbox) => {
+                if let Err(reason) = runs_in_workspace(&hook) {
+                    let outcome = Outcome {
+                        decision: Decision::Deny,
+                        rule: None,
+                        reason,
+                    };
+                    return Ok(answer(agent, &hook.agent_tool, &outcome));
+                }
                 // `cordon run -c` runs it with bash, the grammar it is decided with; the
                 // question, if any, is settled here.
                 options.shell = Dialect::Bash;
@@ -555,6 +563,31 @@ fn decide_with_env(
     }
     let outcome = strictest.context("the hook input holds no tool call")?;
     Ok(answer(agent, &hook.agent_tool, &outcome))
+}
+
+/// `cordon run` makes the directory it starts in writable, so a rewritten command must start
+/// in the agent's working directory or below it: Gemini CLI's shell tool takes a `dir_path`
+/// to run in, which could name the home.
+fn runs_in_workspace(hook: &HookCall) -> Result<(), String> {
+    let Some(dir) = hook.tool_input.get("dir_path").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let cwd = match &hook.cwd {
+        Some(cwd) => std::path::PathBuf::from(cwd),
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the working directory: {e}"))?,
+    };
+    let real =
+        |p: &std::path::Path| std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()));
+    let (cwd, target) = (real(&cwd)?, real(&cwd.join(dir))?);
+    if target.starts_with(&cwd) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`dir_path` {dir} lies outside the workspace {}; cordon's sandbox makes the directory a command starts in writable, so commands run in the workspace or below it",
+            cwd.display()
+        ))
+    }
 }
 
 /// `outcome` held to the walls every file tool has: as for cordon's own (`cordon mcp`), the
