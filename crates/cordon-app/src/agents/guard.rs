@@ -34,6 +34,9 @@ struct Kept {
     path: PathBuf,
     /// `None`: it did not exist.
     before: Option<Vec<u8>>,
+    /// Where it led, when it was a symbolic link (a dotfile manager's): a link the run put
+    /// there, or moved, would have the next run's writes land in the settings.
+    link: Option<PathBuf>,
 }
 
 /// What a settings file says, as JSON: `None` where it cannot be read as its format, which
@@ -67,6 +70,7 @@ impl AgentSettings {
                 .map(|path| Kept {
                     path: path.clone(),
                     before: std::fs::read(path).ok(),
+                    link: std::fs::read_link(path).ok(),
                 })
                 .collect(),
             harmless: profile.harmless_keys,
@@ -106,10 +110,15 @@ impl AgentSettings {
         let mut out = Vec::new();
         for kept in &self.files {
             let after = std::fs::read(&kept.path).ok();
-            if after == kept.before {
+            let relinked = std::fs::read_link(&kept.path).ok() != kept.link;
+            if after == kept.before && !relinked {
                 continue;
             }
-            let keys = self.changed_keys(kept, after.as_deref());
+            let keys = if relinked {
+                vec!["(the whole file, now a symbolic link elsewhere)".into()]
+            } else {
+                self.changed_keys(kept, after.as_deref())
+            };
             if keys.is_empty() {
                 continue;
             }
@@ -117,29 +126,23 @@ impl AgentSettings {
                 "the agent's settings that run or allow things ({}) may not change in its run; the next plain start would run what was planted",
                 keys.join(", ")
             );
-            let put_back = match &kept.before {
-                Some(bytes) => replace(&kept.path, bytes).map(|()| "restored"),
-                None => std::fs::remove_file(&kept.path).map(|()| "removed"),
+            let put_back = match (&kept.link, &kept.before) {
+                (Some(target), _) => relink(&kept.path, target).map(|()| "restored"),
+                (None, Some(bytes)) => replace(&kept.path, bytes).map(|()| "restored"),
+                (None, None) => std::fs::remove_file(&kept.path).map(|()| "removed"),
             };
-            out.push(match put_back {
-                Ok(action) => Violation {
-                    path: Some(kept.path.clone()),
-                    destination: None,
-                    operation: "write",
-                    rule,
-                    exact: true,
-                    action: Some(action),
-                    evidence: None,
-                },
-                Err(e) => Violation {
-                    path: Some(kept.path.clone()),
-                    destination: None,
-                    operation: "write",
-                    rule,
-                    exact: true,
-                    action: Some("not restored"),
-                    evidence: Some(e.to_string()),
-                },
+            let (action, evidence) = match put_back {
+                Ok(action) => (action, None),
+                Err(e) => ("not restored", Some(e.to_string())),
+            };
+            out.push(Violation {
+                path: Some(kept.path.clone()),
+                destination: None,
+                operation: "write",
+                rule,
+                exact: true,
+                action: Some(action),
+                evidence,
             });
         }
         out
@@ -158,6 +161,14 @@ fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     {
         let _ = tmp.as_file().set_permissions(meta.permissions());
     }
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// `path` made the link to `target` it was, by renaming a new link over whatever is there.
+fn relink(path: &Path, target: &Path) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new().make_in(dir, |p| std::os::unix::fs::symlink(target, p))?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
@@ -207,5 +218,32 @@ mod tests {
         assert_eq!(undone[1].action, Some("removed"));
         assert!(said[2].contains("whole file"), "{said:?}");
         assert!(guard.undo().is_empty(), "once");
+    }
+
+    /// A settings file the run turned into a link to a file it can write is put back, even
+    /// with the same text; a user's own link (a dotfile manager's) is put back as that link.
+    #[test]
+    fn a_link_put_in_place_of_the_settings_is_undone() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let text = "{\"model\": \"opus\"}";
+        std::fs::write(dir.path().join("a.json"), text).expect("write");
+        std::fs::write(dir.path().join("dotfile.json"), text).expect("write");
+        std::os::unix::fs::symlink(dir.path().join("dotfile.json"), dir.path().join("b.json"))
+            .expect("link");
+        let guard = AgentSettings::before(&profile(dir.path(), &["a.json", "b.json"]));
+        std::fs::write(dir.path().join("planted.json"), text).expect("write");
+        for f in ["a.json", "b.json"] {
+            std::fs::remove_file(dir.path().join(f)).expect("rm");
+            std::os::unix::fs::symlink(dir.path().join("planted.json"), dir.path().join(f))
+                .expect("link");
+        }
+        assert_eq!(guard.undo().len(), 2);
+        let a = dir.path().join("a.json");
+        assert!(std::fs::symlink_metadata(&a).expect("a").is_file());
+        assert_eq!(std::fs::read_to_string(&a).expect("read"), text);
+        assert_eq!(
+            std::fs::read_link(dir.path().join("b.json")).expect("b is a link"),
+            dir.path().join("dotfile.json")
+        );
     }
 }
