@@ -471,15 +471,11 @@ fn decide_with_env(
     // the agent's settings cannot (Gemini CLI's exclusion would take cordon's tool of the same
     // name with it), the hook refuses it, saying what to use instead.
     if opts.own_shell_off && own_shell {
-        let outcome = Outcome {
-            decision: Decision::Deny,
-            rule: None,
-            reason: format!(
-                "{}'s own shell tool is switched off (cordon setup); run commands with `{}`, which runs them in cordon's sandbox",
-                agent.name(),
-                agent.cordons_shell()
-            ),
-        };
+        let outcome = denied(format!(
+            "{}'s own shell tool is switched off (cordon setup); run commands with `{}`, which runs them in cordon's sandbox",
+            agent.name(),
+            agent.cordons_shell()
+        ));
         return Ok(answer(agent, &hook.agent_tool, &outcome));
     }
     if policy.workspaces.is_empty()
@@ -509,27 +505,18 @@ fn decide_with_env(
         own_shell,
         hook.calls.as_slice(),
     ) {
-        let command = call.args["command"].as_str().unwrap_or_default();
+        let Some(command) = call.args["command"].as_str() else {
+            let outcome = denied("the shell tool's `command` is not a string".into());
+            return Ok(answer(agent, &hook.agent_tool, &outcome));
+        };
         match decider.placer.place(command, false) {
-            Err(reason) => {
-                let outcome = Outcome {
-                    decision: Decision::Deny,
-                    rule: None,
-                    reason,
-                };
-                return Ok(answer(agent, &hook.agent_tool, &outcome));
-            }
+            Err(reason) => return Ok(answer(agent, &hook.agent_tool, &denied(reason))),
             // The settings run it outside the sandbox: the agent's shell runs it, as decided
             // below.
             Ok(Placement::Outside { .. }) => {}
             Ok(Placement::Sandbox) => {
                 if let Err(reason) = runs_in_workspace(&hook) {
-                    let outcome = Outcome {
-                        decision: Decision::Deny,
-                        rule: None,
-                        reason,
-                    };
-                    return Ok(answer(agent, &hook.agent_tool, &outcome));
+                    return Ok(answer(agent, &hook.agent_tool, &denied(reason)));
                 }
                 // `cordon run -c` runs it with bash, the grammar it is decided with; the
                 // question, if any, is settled here.
@@ -563,6 +550,15 @@ fn decide_with_env(
     }
     let outcome = strictest.context("the hook input holds no tool call")?;
     Ok(answer(agent, &hook.agent_tool, &outcome))
+}
+
+/// A denial that no policy rule made.
+fn denied(reason: String) -> Outcome {
+    Outcome {
+        decision: Decision::Deny,
+        rule: None,
+        reason,
+    }
 }
 
 /// `cordon run` makes the directory it starts in writable, so a rewritten command must start
@@ -650,7 +646,7 @@ fn sandboxed(
             outcome.decision = Decision::Deny;
             outcome.reason.push_str(match headless {
                 Headless::Contain => {
-                    "; nobody can be asked, and the sandbox cannot hold what it would do, so it is denied"
+                    "; nobody can be asked, and the question is one a policy rule asks for a person (only the built-in rules' are contained), so it is denied"
                 }
                 Headless::Deny => "; nobody can be asked, so it is denied (cordon hook --headless deny)",
             });
