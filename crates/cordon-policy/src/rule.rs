@@ -122,6 +122,43 @@ impl ToolPattern {
     }
 }
 
+/// A compiled pattern (`argsPattern`, `commandRegex`). A built-in policy's is compiled the
+/// first time a call meets its rule: compiling is most of what loading the policy costs a
+/// one-shot process (a hook, `check`), and most calls never meet those rules. Every built-in
+/// pattern is compiled by a test; one someone wrote is compiled, and refused, at load.
+#[derive(Debug, Clone)]
+pub enum Pattern {
+    Ready(Regex),
+    Later {
+        /// The pattern as compiled (anchored where the condition anchors it).
+        source: String,
+        re: std::sync::OnceLock<Option<Regex>>,
+    },
+}
+
+impl Pattern {
+    pub fn later(source: String) -> Self {
+        Pattern::Later {
+            source,
+            re: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The compiled pattern; `None` only for a built-in one that does not compile, which its
+    /// test rules out (its rule then matches nothing: the built-in patterns are on allow
+    /// rules, so that is the stricter reading).
+    pub fn regex(&self) -> Option<&Regex> {
+        match self {
+            Pattern::Ready(re) => Some(re),
+            Pattern::Later { source, re } => re.get_or_init(|| Regex::new(source).ok()).as_ref(),
+        }
+    }
+
+    pub fn is_match(&self, text: &str) -> bool {
+        self.regex().is_some_and(|re| re.is_match(text))
+    }
+}
+
 /// A condition on the shell command itself.
 #[derive(Debug, Clone)]
 pub enum CommandCondition {
@@ -129,7 +166,7 @@ pub enum CommandCondition {
     Prefix(Vec<Vec<String>>),
     /// `commandRegex`: matches from the start of the command's canonical text.
     Regex {
-        re: Regex,
+        re: Pattern,
         /// Literal texts one of which every match starts with, when the pattern has them: a
         /// cheap test that spares running most patterns against most commands.
         prefixes: Option<Vec<String>>,
@@ -139,7 +176,7 @@ pub enum CommandCondition {
 impl CommandCondition {
     /// Builds a `commandRegex` condition; `user_pattern` is the pattern as written, `re` the
     /// compiled, anchored form.
-    pub fn regex(user_pattern: &str, re: Regex) -> Self {
+    pub fn regex(user_pattern: &str, re: Pattern) -> Self {
         CommandCondition::Regex {
             re,
             prefixes: literal_prefixes(user_pattern),
@@ -176,7 +213,7 @@ pub struct RuleSource {
 #[derive(Debug, Clone, Default)]
 pub struct Matcher {
     pub tools: Vec<ToolPattern>,
-    pub args_pattern: Option<Regex>,
+    pub args_pattern: Option<Pattern>,
     pub command: Option<CommandCondition>,
     /// Restricts the rule to commands a built-in classifier recognises.
     pub heuristic: Option<Heuristic>,

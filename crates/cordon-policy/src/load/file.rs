@@ -12,7 +12,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::diagnostic::{IssueKind, LineIndex, LoadIssue, Severity};
 use crate::checkers::{AllowedPathConfig, Checker, CheckerKind, CheckerRule, ExternalChecker};
-use crate::rule::{CommandCondition, Matcher, Rule, RuleSource, ToolPattern};
+use crate::rule::{CommandCondition, Matcher, Pattern, Rule, RuleSource, ToolPattern};
 use crate::shell::Heuristic;
 use crate::tools::{DEFAULT_SHELL_TOOLS, likely_typo};
 use crate::types::{ApprovalMode, Decision, Tier};
@@ -469,10 +469,12 @@ fn compile_wrapped(pattern: &str, compiled: &str) -> Result<Regex, (String, Opti
 /// The same textual test Gemini CLI uses: a parenthesised group containing a quantifier,
 /// itself quantified.
 fn nested_quantifier(p: &str) -> bool {
-    static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
-    RE.get_or_init(|| Regex::new(r"\([^)]*[*+?{].*\)[*+?{]").ok())
+    // On bytes, without Unicode classes: the delimiters are ASCII, and Unicode's `.` and
+    // `[^)]` would make every process that loads a pattern compile a far larger automaton.
+    static RE: std::sync::OnceLock<Option<regex::bytes::Regex>> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::bytes::Regex::new(r"(?-u)\([^)]*[*+?{].*\)[*+?{]").ok())
         .as_ref()
-        .is_none_or(|re| re.is_match(p))
+        .is_none_or(|re| re.is_match(p.as_bytes()))
 }
 
 fn parse_tools(
@@ -540,7 +542,7 @@ fn parse_tools(
 /// `argsPattern`, `commandPrefix`, `commandRegex`, `heuristic`: the conditions on what a call
 /// says rather than which tool it is.
 struct Conditions {
-    args: Option<Regex>,
+    args: Option<Pattern>,
     command: Option<CommandCondition>,
     heuristic: Option<Heuristic>,
 }
@@ -606,9 +608,12 @@ fn parse_conditions(
         return None;
     }
 
+    // A built-in policy's patterns are compiled when first used (`Pattern`).
+    let builtin = ctx.tier == Tier::Default;
     let args = match args_pat {
+        Some((p, _)) if builtin => Some(Pattern::later(p)),
         Some((p, span)) => match compile_pattern(&p) {
-            Ok(re) => Some(re),
+            Ok(re) => Some(Pattern::Ready(re)),
             Err((msg, hint)) => {
                 ctx.error(IssueKind::Regex, span, msg, hint);
                 return None;
@@ -635,11 +640,16 @@ fn parse_conditions(
         Some(CommandCondition::Prefix(lists))
     } else if let Some((re, span)) = cregex {
         // Anchored at the start, like Gemini CLI's `"command":"<regex>` construction.
-        match compile_wrapped(&re, &format!("^(?:{re})")) {
-            Ok(r) => Some(CommandCondition::regex(&re, r)),
-            Err((msg, hint)) => {
-                ctx.error(IssueKind::Regex, span, msg, hint);
-                return None;
+        let anchored = format!("^(?:{re})");
+        if builtin {
+            Some(CommandCondition::regex(&re, Pattern::later(anchored)))
+        } else {
+            match compile_wrapped(&re, &anchored) {
+                Ok(r) => Some(CommandCondition::regex(&re, Pattern::Ready(r))),
+                Err((msg, hint)) => {
+                    ctx.error(IssueKind::Regex, span, msg, hint);
+                    return None;
+                }
             }
         }
     } else {

@@ -409,6 +409,33 @@ mod tests {
         assert!(set.rules.len() > 10);
     }
 
+    /// Built-in patterns are compiled when first used, not at load: each must compile, and
+    /// pass what a pattern someone wrote is held to.
+    #[test]
+    fn every_builtin_pattern_compiles_and_passes_the_user_checks() {
+        let mut seen = 0;
+        for (name, text) in BUILTIN_POLICIES {
+            let as_user = parse_policy_text(text, None, name, Tier::User);
+            assert!(as_user.issues.is_empty(), "{name}: {:#?}", as_user.issues);
+            for rule in parse_policy_text(text, None, name, Tier::Default).rules {
+                let patterns =
+                    rule.matcher
+                        .args_pattern
+                        .iter()
+                        .chain(match &rule.matcher.command {
+                            Some(CommandCondition::Regex { re, .. }) => Some(re),
+                            _ => None,
+                        });
+                for p in patterns {
+                    assert!(matches!(p, crate::rule::Pattern::Later { .. }), "{name}");
+                    assert!(p.regex().is_some(), "{name}: {p:?}");
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen >= 2, "the built-in patterns were found");
+    }
+
     #[test]
     fn world_writable_admin_dir_is_refused() -> std::io::Result<()> {
         let dir = tempfile::tempdir()?;
