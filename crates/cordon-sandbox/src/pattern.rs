@@ -13,7 +13,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use globset::{GlobBuilder, GlobMatcher};
+use globset::{Glob, GlobBuilder, GlobMatcher};
 
 /// Why a pattern cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,11 +42,21 @@ pub enum Part {
     /// A component with wildcards, as written.
     Glob {
         text: String,
-        matcher: GlobMatcher,
+        glob: Glob,
+        /// Compiled when a name is first matched against it: every run and every one-shot
+        /// decision builds the credential stores' patterns, and most never walk into them.
+        matcher: std::sync::OnceLock<GlobMatcher>,
     },
 }
 
 impl Part {
+    /// Whether `name` matches a glob component.
+    fn glob_matches(glob: &Glob, matcher: &std::sync::OnceLock<GlobMatcher>, name: &OsStr) -> bool {
+        matcher
+            .get_or_init(|| glob.compile_matcher())
+            .is_match(Path::new(name))
+    }
+
     fn parse(name: &OsStr) -> Result<Part, PatternError> {
         if name == "**" {
             return Ok(Part::Recursive);
@@ -65,7 +75,8 @@ impl Part {
             })?;
         Ok(Part::Glob {
             text: text.to_string(),
-            matcher: glob.compile_matcher(),
+            glob,
+            matcher: std::sync::OnceLock::new(),
         })
     }
 }
@@ -186,7 +197,9 @@ impl PathPattern {
             match self.parts.get(s) {
                 Some(Part::Recursive) => next.push(s),
                 Some(Part::Literal(l)) if l == name => next.push(s + 1),
-                Some(Part::Glob { matcher, .. }) if matcher.is_match(Path::new(name)) => {
+                Some(Part::Glob { glob, matcher, .. })
+                    if Part::glob_matches(glob, matcher, name) =>
+                {
                     next.push(s + 1)
                 }
                 _ => {}
