@@ -68,6 +68,14 @@ pub fn user_state_dir() -> Option<PathBuf> {
 }
 
 /// What kind of JSON value `v` is, as a message says it ("an array", "a string").
+/// A program's path on `PATH`: the first file of that name in its directories.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
 pub fn json_kind(v: &serde_json::Value) -> &'static str {
     use serde_json::Value;
     match v {

@@ -51,10 +51,7 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// `codex` on `PATH`.
 pub fn find_codex() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("codex"))
-        .find(|p| p.is_file())
+    crate::find_program("codex")
 }
 
 /// Asks `codex` (its program) what it says of cordon's hook in `cwd`, with this process's

@@ -396,8 +396,7 @@ pub struct HookOptions {
 
 /// A question nobody will answer (the agent runs headless, in a bypass mode, or its hooks
 /// cannot ask): an ask auto-accepted or cancelled is no guard, so it is one of these instead.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Headless {
     /// Run it contained (the `contained` profile: the working directory writable, nothing
     /// else, no network), where the sandbox holds everything it could do and the agent's shell
@@ -444,16 +443,7 @@ pub fn decide(
     mut policy: crate::policy::PolicyConfig,
     opts: &HookOptions,
 ) -> anyhow::Result<Value> {
-    decide_with_env(agent, input, &mut policy, opts, |n| std::env::var(n).ok())
-}
-
-fn decide_with_env(
-    agent: Agent,
-    input: &[u8],
-    policy: &mut crate::policy::PolicyConfig,
-    opts: &HookOptions,
-    var: impl Fn(&str) -> Option<String>,
-) -> anyhow::Result<Value> {
+    let var = |name: &str| std::env::var(name).ok();
     let hook = read_hook(agent, input)?;
     if let [call] = hook.calls.as_slice()
         && call.server.as_deref() == Some(OWN_SERVER)
@@ -493,7 +483,7 @@ fn decide_with_env(
     let mut options = policy.options();
     options.non_interactive |= cancelled;
     options.shell = agent_shell(agent, &var);
-    let decider = crate::decide::Decider::new(policy)?;
+    let decider = crate::decide::Decider::new(&policy)?;
     let decide = |call: &ToolCall, options, placement: Option<&Placement>| {
         let outcome = decider.check_placed(call, options, placement);
         with_walls(&decider, call, outcome, options.non_interactive)
@@ -527,6 +517,7 @@ fn decide_with_env(
                     agent,
                     &hook,
                     &decider,
+                    command,
                     outcome,
                     cordon,
                     no_one_to_ask.then_some(opts.headless),
@@ -626,6 +617,7 @@ fn sandboxed(
     agent: Agent,
     hook: &HookCall,
     decider: &crate::decide::Decider,
+    command: &str,
     mut outcome: Outcome,
     cordon: &std::path::Path,
     headless: Option<Headless>,
@@ -652,7 +644,6 @@ fn sandboxed(
             });
         }
     }
-    let command = call.args["command"].as_str().unwrap_or_default();
     let line = match outcome.decision {
         Decision::Deny => None,
         _ => match sandbox_shell::rewrite(cordon, command, how) {

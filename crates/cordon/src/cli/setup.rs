@@ -81,9 +81,19 @@ pub fn run(args: SetupArgs) -> anyhow::Result<u8> {
     }
     if !args.remove {
         match args.agent {
-            Agent::Codex => println!(
-                "codex: cordon decides its tool calls (hook) and runs commands in its sandbox (MCP server `cordon`); its own shell tool is off"
-            ),
+            Agent::Codex => {
+                println!(
+                    "codex: cordon decides its tool calls (hook) and runs commands in its sandbox (MCP server `cordon`); its own shell tool is off"
+                );
+                let trust = match codex_trust::find_codex() {
+                    Some(codex) => codex_trust::cordons_hook(&codex, &places.project),
+                    None => codex_trust::HookTrust::Unknown("codex is not on PATH".into()),
+                };
+                match trust {
+                    codex_trust::HookTrust::Trusted => println!("note: {}", trust.said()),
+                    _ => println!("note: {}; {}", trust.said(), codex_trust::HookTrust::FIX),
+                }
+            }
             agent => println!(
                 "{}: cordon decides its tool calls (hook), and its own shell tool's commands run in cordon's sandbox; a question nobody will answer (headless, bypass modes) is {} (--headless)",
                 agent.name(),
@@ -93,16 +103,6 @@ pub fn run(args: SetupArgs) -> anyhow::Result<u8> {
                     Headless::Deny => "denied",
                 }
             ),
-        }
-        if args.agent == Agent::Codex {
-            let trust = match codex_trust::find_codex() {
-                Some(codex) => codex_trust::cordons_hook(&codex, &places.project),
-                None => codex_trust::HookTrust::Unknown("codex is not on PATH".into()),
-            };
-            match trust {
-                codex_trust::HookTrust::Trusted => println!("note: {}", trust.said()),
-                _ => println!("note: {}; {}", trust.said(), codex_trust::HookTrust::FIX),
-            }
         }
         for note in setup::notes(args.agent, scope) {
             println!("note: {note}");

@@ -99,14 +99,6 @@ pub fn sandbox_var() -> SandboxVar {
     }
 }
 
-/// The program's path on `PATH`.
-fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
 /// The engine asked for, or the first one installed.
 fn choose_engine(asked: Option<Engine>) -> anyhow::Result<(Engine, PathBuf)> {
     let candidates: &[Engine] = match asked {
@@ -115,7 +107,7 @@ fn choose_engine(asked: Option<Engine>) -> anyhow::Result<(Engine, PathBuf)> {
         None => &[Engine::Docker, Engine::Podman],
     };
     for e in candidates {
-        if let Some(path) = find_program(e.program()) {
+        if let Some(path) = crate::find_program(e.program()) {
             return Ok((*e, path));
         }
     }
