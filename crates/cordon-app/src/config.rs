@@ -282,9 +282,9 @@ pub struct RunConfig {
     pub sources: Sources,
     /// `--agent`: its directories of commands, hooks and the like, read-only in the run.
     pub agent_controls: Vec<PathBuf>,
-    /// `--agent`: its settings files as they were, to undo what would run or allow
-    /// something after the run.
-    pub agent_settings: Option<std::sync::Arc<crate::agents::guard::AgentSettings>>,
+    /// `--agent`: its settings files, read just before the run, where what would run or allow
+    /// something after it is undone.
+    pub agent_settings: Option<cordon_sandbox::kept::SettingsFiles>,
 }
 
 impl RunConfig {
@@ -351,9 +351,14 @@ impl RunConfig {
                     format!("--agent {}: cannot make {}", agent.name(), dir.display())
                 })?;
             }
-            agent_settings = Some(std::sync::Arc::new(
-                crate::agents::guard::AgentSettings::before(&profile),
-            ));
+            agent_settings = Some(cordon_sandbox::kept::SettingsFiles {
+                paths: profile.settings_files,
+                harmless: profile
+                    .harmless_keys
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+            });
             agent_controls = profile.control_dirs;
             allow_write.extend(profile.dirs);
             expose_credentials.push(profile.credentials.to_string());

@@ -65,6 +65,10 @@ struct Record {
     ended: bool,
     /// The process that ran it, for the messages.
     pid: u32,
+    /// When the run began (nanoseconds since the epoch): records are undone latest first, so
+    /// that where two runs kept the same settings file, it ends as the earlier found it.
+    #[serde(default)]
+    started: u128,
 }
 
 impl Record {
@@ -190,7 +194,7 @@ impl Held<'_> {
             if group.iter().any(|&i| self.is_going(&records[i])) {
                 continue;
             }
-            for i in group {
+            for i in latest_first(&records, group) {
                 let (id, record) = &records[i];
                 let report = undo_record(record);
                 self.forget(id);
@@ -228,6 +232,7 @@ impl Held<'_> {
             roots,
             ended: false,
             pid: std::process::id(),
+            started: stamp,
         };
         write_record(&self.journal.dir, &id, &record)?;
         guard.set_entry(Entry {
@@ -331,12 +336,11 @@ impl Entry {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
+        let own = std::fs::read(self.dir.join(format!("{}.json", self.id)))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Record>(&b).ok());
         let going = group.iter().any(|&i| held.is_going(&records[i]));
         if going {
-            let path = self.dir.join(format!("{}.json", self.id));
-            let own = std::fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Record>(&b).ok());
             let mut report = UndoReport {
                 deferred: true,
                 ..UndoReport::default()
@@ -367,14 +371,20 @@ impl Entry {
             }
             return report;
         }
-        let mut report = guard.undo_now();
-        for i in group {
+        let own_started = own.as_ref().map_or(u128::MAX, |r| r.started);
+        let mut report = UndoReport::default();
+        let mut own_done = false;
+        for i in latest_first(&records, group) {
             let (id, record) = &records[i];
-            let theirs = undo_record(record);
-            report.undone.extend(theirs.undone);
-            report.failed.extend(theirs.failed);
-            report.weaker.extend(theirs.weaker);
+            if !own_done && record.started < own_started {
+                report.merge(guard.undo_now());
+                own_done = true;
+            }
+            report.merge(undo_record(record));
             held.forget(id);
+        }
+        if !own_done {
+            report.merge(guard.undo_now());
         }
         held.forget(&self.id);
         report.undone.dedup();
@@ -405,6 +415,12 @@ fn groups(records: &[(String, Record)], start: &[PathBuf]) -> Vec<Vec<usize>> {
         }
     }
     out
+}
+
+/// `group`'s records, the latest-started first.
+fn latest_first(records: &[(String, Record)], mut group: Vec<usize>) -> Vec<usize> {
+    group.sort_by_key(|&i| std::cmp::Reverse(records[i].1.started));
+    group
 }
 
 /// Undoes what `record`'s run left, its places opened again by path.
@@ -528,6 +544,64 @@ mod tests {
         assert!(!report.deferred);
         assert!(!s.place.join(".bashrc").exists());
         assert_eq!(records(&s.journal), 0);
+    }
+
+    /// A run in `place` that keeps `settings` (as `run --agent` keeps the agent's).
+    fn entered_keeping(journal: &Journal, place: &Path, settings: &Path) -> RunGuard {
+        let held = journal.hold().expect("hold");
+        let mut guard = RunGuard::before(
+            Path::new("/nonexistent-cwd"),
+            &[place.to_path_buf()],
+            &[],
+            &GitMeta::default(),
+            1000,
+        );
+        guard.keep_settings(&crate::kept::SettingsFiles {
+            paths: vec![settings.to_path_buf()],
+            harmless: vec!["model".into()],
+        });
+        held.enter(&mut guard).expect("enter");
+        guard
+    }
+
+    /// Two runs of one agent side by side: the first plants a hook in its settings, the
+    /// second starts after that (and so finds the hook there), plants one of its own. Whichever
+    /// ends last, and also when both are killed and the next cordon finds them, the file ends
+    /// as the first run found it, not as the second did.
+    #[test]
+    fn overlapping_runs_put_the_settings_back_as_the_first_found_them() {
+        let hooked = |n: u32| format!("{{\"model\": \"m\", \"hooks\": {n}}}");
+        for how in ["first ends first", "first ends last", "both killed"] {
+            let s = setup();
+            let settings = s.place.join("settings.json");
+            std::fs::write(&settings, "{\"model\": \"m\"}").expect("write");
+            let a = entered_keeping(&s.journal, &s.place, &settings);
+            std::fs::write(&settings, hooked(1)).expect("plant");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let b = entered_keeping(&s.journal, &s.place, &settings);
+            std::fs::write(&settings, hooked(2)).expect("plant");
+            match how {
+                "first ends first" => {
+                    assert!(a.undo().deferred, "{how}");
+                    assert!(!b.undo().deferred, "{how}");
+                }
+                "first ends last" => {
+                    assert!(b.undo().deferred, "{how}");
+                    assert!(!a.undo().deferred, "{how}");
+                }
+                _ => {
+                    drop((a, b));
+                    let held = s.journal.hold().expect("hold");
+                    assert_eq!(held.recover(None).len(), 2, "{how}");
+                }
+            }
+            assert_eq!(
+                std::fs::read_to_string(&settings).expect("read"),
+                "{\"model\": \"m\"}",
+                "{how}"
+            );
+            assert_eq!(records(&s.journal), 0, "{how}");
+        }
     }
 
     /// Two runs in one place, the first to plant ending first or last: what it planted is

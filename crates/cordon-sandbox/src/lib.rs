@@ -16,6 +16,7 @@ pub mod gitmeta;
 pub mod handoff;
 #[cfg(unix)]
 pub mod journal;
+pub mod kept;
 pub mod kubernetes;
 #[cfg(unix)]
 pub mod pattern;

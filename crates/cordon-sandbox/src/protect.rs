@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::beneath::{Kind, Root};
 use crate::gitmeta::{self, GitMeta};
 use crate::journal::{Entry, EntryName};
+use crate::kept::{KeptFile, SettingsFiles};
 
 /// Names that run code or change an agent's permissions the next time something starts:
 /// shell start-up files, git's config and hooks, editor task folders, agent settings.
@@ -239,6 +240,8 @@ pub struct RunGuard {
     /// Its record in cordon's guard journal, once entered ([`crate::journal`]): then the undo
     /// follows the journal's rules for runs that overlap.
     entry: Option<Entry>,
+    /// Settings files put back after the run where it changed what matters in them.
+    kept: Vec<KeptFile>,
 }
 
 /// A [`RunGuard`] less its open directories (which go alongside, as descriptors, then the
@@ -253,6 +256,8 @@ pub struct GuardRecord {
     git_limit: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     entry: Option<EntryName>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    kept: Vec<KeptFile>,
 }
 
 impl GuardRecord {
@@ -269,6 +274,8 @@ pub struct Undone {
     pub why: &'static str,
     /// What exactly was taken out of `path`, when not all of it (a config key).
     pub detail: Option<String>,
+    /// `removed` (something the run made) or `restored` (something it changed).
+    pub action: &'static str,
 }
 
 /// Something the guard had to undo and could not.
@@ -277,6 +284,8 @@ pub struct NotUndone {
     pub path: PathBuf,
     pub why: &'static str,
     pub error: String,
+    /// `not removed` or `not restored`.
+    pub action: &'static str,
 }
 
 /// What the guard did after a run.
@@ -322,6 +331,13 @@ impl UndoReport {
         }
     }
 
+    /// Adds what `other` undid, could not undo, and found weaker.
+    pub(crate) fn merge(&mut self, other: UndoReport) {
+        self.undone.extend(other.undone);
+        self.failed.extend(other.failed);
+        self.weaker.extend(other.weaker);
+    }
+
     fn removed(&mut self, root: &Root, rel: &Path, why: &'static str, r: std::io::Result<bool>) {
         let path = root.path().join(rel);
         match r {
@@ -329,12 +345,14 @@ impl UndoReport {
                 path,
                 why,
                 detail: None,
+                action: "removed",
             }),
             Ok(false) => {}
             Err(e) => self.failed.push(NotUndone {
                 path,
                 why,
                 error: e.to_string(),
+                action: "not removed",
             }),
         }
     }
@@ -404,7 +422,15 @@ impl RunGuard {
             git: git.clone(),
             git_limit,
             entry: None,
+            kept: Vec::new(),
         }
+    }
+
+    /// Has the guard put `files` back after the run, as they are now, where the run changed
+    /// what matters in them ([`crate::kept`]). Before the guard enters the journal, so that
+    /// its record carries them.
+    pub fn keep_settings(&mut self, files: &SettingsFiles) {
+        self.kept = files.read();
     }
 
     /// Keeps this guard's journal entry: its undo then follows the journal's rules.
@@ -466,6 +492,7 @@ impl RunGuard {
             git: record.git.clone(),
             git_limit: record.git_limit,
             entry: None,
+            kept: record.kept.clone(),
         }
     }
 
@@ -482,6 +509,7 @@ impl RunGuard {
             git: self.git.clone(),
             git_limit: self.git_limit,
             entry: entry.as_ref().map(|(name, _)| name.clone()),
+            kept: self.kept.clone(),
         };
         let fds = self
             .roots
@@ -526,6 +554,7 @@ impl RunGuard {
             git: record.git,
             git_limit: record.git_limit,
             entry,
+            kept: record.kept,
         })
     }
 
@@ -547,6 +576,7 @@ impl RunGuard {
                 path: path.clone(),
                 why: "a writable place that could not be opened before the run to guard it",
                 error: error.clone(),
+                action: "not removed",
             });
         }
         if let Some(root) = self.roots.first() {
@@ -570,6 +600,7 @@ impl RunGuard {
             }
         }
         self.take_out_git(&mut report);
+        crate::kept::put_back(&self.kept, &mut report);
         report.undone.dedup();
         report
     }
@@ -632,11 +663,13 @@ impl RunGuard {
                         path: abs.clone(),
                         why: GIT_KEY,
                         detail: Some(r),
+                        action: "removed",
                     })),
                     Err(e) => report.failed.push(NotUndone {
                         path: abs.clone(),
                         why: GIT_KEY,
                         error: format!("{e} (keys: {})", removed.join(", ")),
+                        action: "not removed",
                     }),
                 }
             }

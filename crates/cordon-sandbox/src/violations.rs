@@ -49,15 +49,20 @@ pub struct ErrorScanner<'a> {
 }
 
 impl From<&crate::Undone> for Violation {
-    /// A protected path the run created, which cordon removed after it.
+    /// A protected path the run created, which cordon removed after it; or a file it
+    /// changed, which cordon put back.
     fn from(u: &crate::Undone) -> Self {
         Violation {
             path: Some(u.path.clone()),
             destination: None,
-            operation: "create",
+            operation: if u.action == "restored" {
+                "write"
+            } else {
+                "create"
+            },
             rule: u.why.to_string(),
             exact: true,
-            action: Some("removed"),
+            action: Some(u.action),
             evidence: u.detail.clone(),
         }
     }
@@ -69,10 +74,14 @@ impl From<&crate::NotUndone> for Violation {
         Violation {
             path: Some(u.path.clone()),
             destination: None,
-            operation: "create",
+            operation: if u.action == "not restored" {
+                "write"
+            } else {
+                "create"
+            },
             rule: u.why.to_string(),
             exact: true,
-            action: Some("not removed"),
+            action: Some(u.action),
             evidence: Some(u.error.clone()),
         }
     }
@@ -270,6 +279,7 @@ mod tests {
             path: "/w/.git/hooks/pre-commit".into(),
             why: "a git hook the command planted",
             error: "Permission denied (os error 13)".into(),
+            action: "not removed",
         });
         assert!(v.exact && v.undo_failed());
         assert_eq!(

@@ -7,7 +7,9 @@
 //!   cold run: the next cordon in that directory, or `cordon doctor`, undoes what was planted
 //!   and says so;
 //! - runs side by side in one directory, the planting one ending first or last, two and three
-//!   of them, cold and warm: what any of them planted is gone once the last has ended.
+//!   of them, cold and warm: what any of them planted is gone once the last has ended;
+//! - the same for an agent's settings under `run --agent`: two runs of one agent, each planting
+//!   a hook, and one killed with its whole tree.
 
 mod common;
 
@@ -401,4 +403,113 @@ fn two_warm_commands_side_by_side() {
             place.planted()
         );
     }
+}
+
+/// What `cordon run --agent claude` keeps: the agent's user settings, in a home of the test's.
+struct AgentHome {
+    home: PathBuf,
+    settings: PathBuf,
+}
+
+const SETTINGS_BEFORE: &str = "{\"model\": \"opus\"}";
+
+impl AgentHome {
+    fn new(place: &Place) -> AgentHome {
+        let home = place.ws.parent().expect("parent").join("home");
+        let settings = home.join(".claude/settings.json");
+        std::fs::create_dir_all(settings.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&settings, SETTINGS_BEFORE).expect("write");
+        AgentHome { home, settings }
+    }
+
+    /// A `run --agent claude` that plants a hook of its own (`n`) in the agent's settings,
+    /// says `started-N` in the workspace, and waits for `go-N`.
+    fn plant_and_wait(&self, place: &Place, n: usize) -> Child {
+        let script = format!(
+            "printf '{{\"model\": \"opus\", \"hooks\": {{\"SessionStart\": \"run-{n}\"}}}}' > ~/.claude/settings.json; \
+             touch started-{n}; while [ ! -e go-{n} ]; do sleep 0.02; done"
+        );
+        let child = place
+            .cordon(&["run", "--agent", "claude", "-c", &script])
+            .env("HOME", &self.home)
+            .env("CORDON_NO_WARM", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cordon run --agent");
+        place.wait_for(&format!("started-{n}"));
+        child
+    }
+
+    fn settings(&self) -> String {
+        std::fs::read_to_string(&self.settings).expect("settings")
+    }
+}
+
+/// Two `run --agent` of one agent side by side: the first plants a hook in the agent's user
+/// settings; the second starts after that, so it finds the hook already there, and plants
+/// another. Whichever ends last, the settings end as the first run found them: the second's
+/// view of "before" holds the first's hook and must not be what is put back.
+#[test]
+fn two_agent_runs_side_by_side_leave_the_settings_as_the_first_found_them() {
+    for first_ends_first in [true, false] {
+        let Some(place) = Place::new() else { return };
+        let agent = AgentHome::new(&place);
+        let mut runs = [
+            Some(agent.plant_and_wait(&place, 0)),
+            Some(agent.plant_and_wait(&place, 1)),
+        ];
+        let order = if first_ends_first { [0, 1] } else { [1, 0] };
+        let mut said = String::new();
+        for i in order {
+            std::fs::write(place.ws.join(format!("go-{i}")), "").expect("go");
+            let out = runs[i]
+                .take()
+                .expect("once")
+                .wait_with_output()
+                .expect("wait");
+            said += &stderr(&out);
+        }
+        assert_eq!(
+            agent.settings(),
+            SETTINGS_BEFORE,
+            "the first ending {}: {said}",
+            if first_ends_first { "first" } else { "last" }
+        );
+        assert!(
+            said.contains("settings.json") && said.contains("changed: hooks"),
+            "the report names the file and the key: {said}"
+        );
+    }
+}
+
+/// A `run --agent` plants a hook in the agent's settings; its whole process tree (cordon,
+/// its watcher, the command) is killed at once. The settings stay planted until a cordon
+/// runs again: then `cordon doctor` puts them back and says so.
+#[test]
+fn a_killed_agent_run_has_its_settings_put_back_by_the_next_cordon() {
+    let Some(place) = Place::new() else { return };
+    let agent = AgentHome::new(&place);
+    let run = agent.plant_and_wait(&place, 0);
+    let pids = tree(run.id());
+    assert!(
+        pids.len() >= 3,
+        "cordon run, its watcher, the command: {pids:?}"
+    );
+    kill_all(&pids);
+    let _ = run.wait_with_output();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        agent.settings().contains("run-0"),
+        "something undid the plant with every cordon process killed"
+    );
+    let doctor = place
+        .cordon(&["doctor"])
+        .env("HOME", &agent.home)
+        .output()
+        .expect("cordon doctor");
+    let said = String::from_utf8_lossy(&doctor.stdout).to_string() + &stderr(&doctor);
+    assert!(said.contains("ended before its clean-up"), "{said}");
+    assert!(said.contains("changed: hooks"), "{said}");
+    assert_eq!(agent.settings(), SETTINGS_BEFORE, "{said}");
 }

@@ -29,7 +29,6 @@
 //! cannot.
 
 pub mod codex_trust;
-pub mod guard;
 pub mod profile;
 pub mod sandbox_shell;
 pub mod setup;

@@ -30,7 +30,7 @@ pub struct Profile {
     /// to work; exposed in its runs only.
     pub credentials: &'static str,
     /// Its settings files in its own directories: what the run changed there that would run
-    /// or allow something is put back after it ([`super::guard`]).
+    /// or allow something is put back after it ([`cordon_sandbox::kept`]).
     pub settings_files: Vec<PathBuf>,
     /// The top-level settings keys it may change for itself (its model, its look); a change
     /// to any other is undone.

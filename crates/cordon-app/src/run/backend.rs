@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use cordon_sandbox::container::Engine;
 pub use cordon_sandbox::env::Place;
 use cordon_sandbox::seatbelt::{self, NamedProfile, Options, ProfileChoice, Programs};
-use cordon_sandbox::{Limits, RunGuard, SandboxSpec, Violation};
+use cordon_sandbox::{Limits, SandboxSpec, Violation};
 use serde::{Deserialize, Serialize};
 
 use super::container::{ContainerOptions, SandboxVar, run_container, sandbox_var};
@@ -430,13 +430,7 @@ fn run_seatbelt(
     let mut not_entered = Vec::new();
     let held = super::journal::hold(run.journal, &mut not_entered)?;
     super::journal::recover(held.as_ref(), &spec.cwd, &spec.writable);
-    let mut guard = RunGuard::before(
-        &spec.cwd,
-        &spec.writable,
-        run.own_settings,
-        run.git,
-        run.git_limit,
-    );
+    let mut guard = super::guard_before(run.config, spec, run.own_settings, run.git, run.git_limit);
     super::journal::enter(held.as_ref(), &mut guard, &mut not_entered);
     drop(held);
     for w in &not_entered {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use cordon_sandbox::{
     Isolation, Limits, MadeForRun, NetworkMode, RunGuard, SandboxSpec, Violation, gitmeta,
-    gitmeta::GitMeta,
+    gitmeta::GitMeta, kept, kept::SettingsFiles,
 };
 use serde::{Deserialize, Serialize};
 
@@ -162,14 +162,39 @@ pub fn run(sources: &Sources, mut launch: Launch) -> anyhow::Result<u8> {
     let plan = plan(&config)?;
     plan.warn();
     let _modes = TerminalModes::keep();
-    let code = run_planned(&config, &launch, plan, (journal.as_ref(), held), weaker);
-    // A backend that does not conclude as Linux runs do leaves the agent's settings to here.
-    if let Some(settings) = &config.agent_settings {
-        for v in settings.undo() {
-            eprintln!("cordon: {}", v.describe());
-        }
+    // Containers and clusters keep no guard of cordon's: the agent's settings files a
+    // container mounts are put back here.
+    let unguarded = config
+        .agent_settings
+        .as_ref()
+        .filter(|_| launch.backend.container_engine().is_some() && !launch.backend.dry_run)
+        .map(SettingsFiles::read);
+    let code = run_planned(&config, &launch, plan, (journal.as_ref(), held), weaker)?;
+    let Some(kept) = unguarded else {
+        return Ok(code);
+    };
+    let undone = kept::put_back_now(&kept);
+    for v in undone.undone.iter().map(Violation::from) {
+        eprintln!("cordon: {}", v.describe());
     }
-    code
+    let failed: Vec<Violation> = undo_failures(&undone, &[]).collect();
+    Ok(undo_failed_code(&failed).unwrap_or(code))
+}
+
+/// The guard of a run, taken before it: the protected paths not there yet, and the agent's
+/// settings files as they are now.
+pub(crate) fn guard_before(
+    config: &RunConfig,
+    spec: &SandboxSpec,
+    own_settings: &[PathBuf],
+    git: &GitMeta,
+    git_limit: usize,
+) -> RunGuard {
+    let mut guard = RunGuard::before(&spec.cwd, &spec.writable, own_settings, git, git_limit);
+    if let Some(files) = &config.agent_settings {
+        guard.keep_settings(files);
+    }
+    guard
 }
 
 /// The modes of the terminal on standard input as the run found them, put back when it ends:
@@ -476,7 +501,7 @@ fn run_planned(
     if let Some(code) = backend::run_elsewhere(&launch.backend, elsewhere)? {
         return Ok(code);
     }
-    let mut guard = RunGuard::before(&spec.cwd, &spec.writable, &own_settings, &git, git_limit);
+    let mut guard = guard_before(config, &spec, &own_settings, &git, git_limit);
     journal::enter(held.as_ref(), &mut guard, &mut unmade);
     drop(held);
     // Should this process be killed before it undoes what the run left, a process of its
@@ -571,7 +596,6 @@ pub(crate) fn conclude(
     let blocked: Vec<Violation> = undo_failures(&undone, unrestored)
         .chain(undone.undone.iter().map(Violation::from))
         .chain(restored.iter().map(|p| Violation::restored(p)))
-        .chain(config.agent_settings.iter().flat_map(|s| s.undo()))
         .chain(refused)
         .chain(inferred.iter().cloned())
         .filter(|v| {

@@ -77,9 +77,9 @@ impl WarmPool {
         let kept = self.sandbox_for(&prepared.spec, &mut prepared.made)?;
         let sandbox = kept.sandbox.as_ref().ok()?;
         let spec = &prepared.spec;
-        let mut guard = RunGuard::before(
-            &spec.cwd,
-            &spec.writable,
+        let mut guard = super::guard_before(
+            &config,
+            spec,
             &prepared.own_settings,
             &prepared.git,
             prepared.git_limit,
