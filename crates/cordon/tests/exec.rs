@@ -1,7 +1,8 @@
 //! `cordon exec --jsonl` and `cordon shell` through the real binary: the JSON protocol
 //! (concurrent runs, cancel, ask/answer, refusals, bounded output, malformed lines), commands
 //! on a pseudo-terminal (isatty, window size, resize, Ctrl-C), and the shell driven through a
-//! real terminal (tmux).
+//! real terminal (tmux), and started from an interactive bash on a pseudo-terminal with job
+//! control, as people start it.
 //!
 //! Waiting for an event is bounded (a hung cordon fails the test instead of hanging it), but
 //! nothing asserts how long anything took.
@@ -683,7 +684,7 @@ fn the_shell_checks_each_line_runs_it_sandboxed_and_ctrl_c_cancels_only_the_comm
     t.send(&["y", "Enter"]);
     t.wait_for("\nbegun\n", 1);
     t.send(&["C-c"]);
-    t.wait_for("cordon: cancelled", 1);
+    t.wait_for("cordon: interrupted", 1);
     let left = Command::new("pgrep")
         .args(["-f", "sleep 987653"])
         .output()
@@ -705,6 +706,90 @@ fn the_shell_checks_each_line_runs_it_sandboxed_and_ctrl_c_cancels_only_the_comm
     }
     let saved = std::fs::read_to_string(&history).expect("history file");
     assert!(saved.contains("echo hel''lo"), "{saved}");
+}
+
+/// `cordon shell` started the way people start it: typed at an interactive bash with job
+/// control, on a terminal, with SIGTTOU and SIGTTIN at their defaults (tmux ignores them for
+/// its panes, which hid a hang: each run's `cordon run`, in a group of its own and so in the
+/// background, was stopped by the kernel when it set the terminal's modes). Several commands,
+/// a question answered yes, Ctrl-C, Ctrl-Z, a full-screen program that leaves the terminal raw,
+/// and `exit`: each brings the prompt back, and bash takes the terminal again after it.
+#[test]
+fn the_shell_started_from_an_interactive_bash_never_hangs() {
+    let Some(sb) = Sandbox::new() else { return };
+    std::fs::create_dir_all(sb.ws.join("olddir")).expect("mkdir");
+    // Raw mode, the other screen, one key read, and an exit that restores neither.
+    std::fs::write(
+        sb.ws.join("full.py"),
+        "import sys, tty\ntty.setraw(0)\nsys.stdout.write('\\x1b[?1049hFULL SCREEN\\r\\n')\n\
+         sys.stdout.flush()\nsys.stdin.read(1)\n",
+    )
+    .expect("write");
+    let mut cmd = Command::new("env");
+    cmd.args([
+        "--default-signal=TTOU,TTIN,TSTP,INT",
+        "bash",
+        "--norc",
+        "--noprofile",
+        "-i",
+    ])
+    .env("PS1", "BASH-READY$ ")
+    .env("XDG_STATE_HOME", &sb.outside)
+    .current_dir(&sb.ws);
+    let mut term = common::terminal::Terminal::spawn(&cmd, 40, 120);
+    let prompt = "cordon [default | sandbox, no network] $ ";
+    let mut at = term.wait_for("BASH-READY$ ", 0, 30);
+    term.type_in(format!("{} shell\r", q(&cordon_bin())).as_bytes());
+    at = term.wait_for(prompt, at, 60);
+    // Several commands in a row: each brings the prompt back.
+    for word in ["first", "second", "third"] {
+        term.type_in(format!("echo {word}-out\r").as_bytes());
+        at = term.wait_for(&format!("{word}-out\r\n"), at, 60);
+        at = term.wait_for(prompt, at, 60);
+    }
+    let asked = |term: &mut common::terminal::Terminal, line: &str, at: usize| {
+        term.type_in(format!("{line}\r").as_bytes());
+        let at = term.wait_for("run it? [y/N] ", at, 60);
+        term.type_in(b"y\r");
+        at
+    };
+    // A question, answered yes: the command runs and the prompt comes back.
+    at = asked(&mut term, "rm -r olddir", at);
+    at = term.wait_for(prompt, at, 60);
+    assert!(!sb.ws.join("olddir").exists(), "the approved line ran");
+    // Ctrl-C reaches the command, which the terminal was lent to.
+    at = asked(&mut term, "echo sleeping; sleep 987654", at);
+    at = term.wait_for("sleeping\r\n", at, 60);
+    term.type_in(b"\x03");
+    at = term.wait_for("cordon: interrupted", at, 60);
+    at = term.wait_for(prompt, at, 60);
+    assert!(
+        !still_running("sleep 987654"),
+        "the command outlived Ctrl-C"
+    );
+    // Ctrl-Z cannot suspend a sandboxed command: cordon says so and the command goes on.
+    at = asked(&mut term, "echo dozing; sleep 2; echo awake", at);
+    at = term.wait_for("dozing\r\n", at, 60);
+    term.type_in(b"\x1a");
+    at = term.wait_for("cannot be suspended", at, 60);
+    at = term.wait_for("awake\r\n", at, 60);
+    at = term.wait_for(prompt, at, 60);
+    // A full-screen program that leaves the terminal raw; a key ends it.
+    at = asked(&mut term, "python3 full.py", at);
+    at = term.wait_for("FULL SCREEN", at, 60);
+    term.type_in(b"q");
+    at = term.wait_for(prompt, at, 60);
+    // The terminal works as before: a line typed is echoed and runs.
+    term.type_in(b"echo after-full\r");
+    at = term.wait_for("echo after-full", at, 60);
+    at = term.wait_for("after-full\r\n", at, 60);
+    at = term.wait_for(prompt, at, 60);
+    // `exit` gives the terminal back to bash, which runs the next line and leaves.
+    term.type_in(b"exit\r");
+    at = term.wait_for("BASH-READY$ ", at, 60);
+    term.type_in(b"echo back-in-bash; exit\r");
+    term.wait_for("back-in-bash\r\n", at, 60);
+    assert!(term.wait(60).success(), "{}", term.screen());
 }
 
 #[test]

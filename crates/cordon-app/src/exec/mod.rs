@@ -445,6 +445,11 @@ impl Runner {
         }
         let started = Instant::now();
         let mut child = cmd.spawn()?;
+        // On the person's terminal the run is the foreground job until it ends. Its group
+        // exists by now: spawn returns once the child has set it and started its program.
+        let foreground = matches!(opts.io, Io::Inherit)
+            .then(|| sys::Foreground::lend(child.id()))
+            .flatten();
         // Our copies of the terminal's slave side close here, so that reading the master
         // ends when the sandbox's last process has gone.
         drop(cmd);
@@ -537,6 +542,7 @@ impl Runner {
             report,
             started,
             in_flight: None,
+            foreground,
         })
     }
 
@@ -639,6 +645,7 @@ impl Runner {
             report: report.to_path_buf(),
             started: begun,
             in_flight: None,
+            foreground: None,
         })
     }
 }
@@ -669,6 +676,8 @@ pub struct Run {
     started: Instant,
     /// Counts it against the session's commands at once until it has been waited for.
     in_flight: Option<InFlight>,
+    /// The person's terminal, lent to the run ([`Io::Inherit`]) until it has ended.
+    foreground: Option<sys::Foreground>,
 }
 
 /// Cancels, resizes and feeds a run from any thread, while someone else waits for it.
@@ -922,7 +931,9 @@ impl Run {
     /// Waits for the run's own process and its output: its exit code and signal (`None` if it
     /// could not be waited for), cancelled, timed out here.
     fn wait_cold(&mut self, mut child: Child) -> (Option<(i32, Option<i32>)>, bool, bool) {
-        let _ = sys::wait_unreaped(self.shared.pid);
+        let _ = sys::wait_unreaped(self.shared.pid, self.foreground.is_some());
+        // The terminal comes back before anything else is said on it.
+        self.foreground.take();
         let outside = self.shared.outside;
         if outside {
             // What the command left running in its group goes with it, as a sandbox's

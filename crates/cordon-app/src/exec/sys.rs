@@ -1,7 +1,8 @@
 //! The few system calls the executor makes that std does not offer: a pseudo-terminal, its
 //! window size, handing it to a child as controlling terminal, ending a child with its parent,
-//! signals to a process group, and waiting for a child without reaping it. Every `unsafe`
-//! block of the `cordon` crate is here.
+//! signals to a process group, waiting for a child without reaping it, and lending the
+//! person's terminal to a child's process group. Every `unsafe` block of the `cordon` crate is
+//! here.
 
 use std::fs::File;
 use std::io;
@@ -132,8 +133,10 @@ pub fn signal_process(pid: u32, signal: libc::c_int) {
 }
 
 /// Waits until child `pid` has ended but leaves it unreaped, so its pid cannot be reused
-/// while someone may still signal it.
-pub fn wait_unreaped(pid: u32) -> io::Result<()> {
+/// while someone may still signal it. With `resume`, a child that stops (Ctrl-Z on a terminal
+/// it was lent: nothing here can bring it back to the foreground later) is continued at once.
+pub fn wait_unreaped(pid: u32, resume: bool) -> io::Result<()> {
+    let stopped = if resume { libc::WSTOPPED } else { 0 };
     loop {
         // SAFETY: a zeroed siginfo_t is a valid out-buffer; waitid writes into it only.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -143,13 +146,72 @@ pub fn wait_unreaped(pid: u32) -> io::Result<()> {
                 libc::P_PID,
                 pid as libc::id_t,
                 &mut info,
-                libc::WEXITED | libc::WNOWAIT,
+                libc::WEXITED | libc::WNOWAIT | stopped,
             )
         };
         match check(ret) {
+            Ok(_) if info.si_code == libc::CLD_STOPPED => signal_group(pid, libc::SIGCONT),
             Ok(_) => return Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
             Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The terminal on standard input, lent to a child's process group for as long as it runs:
+/// it reads the keyboard, and Ctrl-C, Ctrl-Z and window changes go to it. Dropped, the
+/// terminal comes back to this process's group with the modes it had before, so that a
+/// program that left it raw does not leave the person's prompt echoing nothing.
+///
+/// Without this a child in a group of its own is in the background: the first time it sets
+/// the terminal's modes (or reads from it) the kernel stops it with SIGTTOU (SIGTTIN), and a
+/// caller waiting for it waits for ever.
+#[derive(Debug)]
+pub struct Foreground {
+    own: libc::pid_t,
+    modes: libc::termios,
+}
+
+impl Foreground {
+    /// Lends the terminal on standard input to process group `pgid`; `None` (nothing done)
+    /// when standard input is not a terminal or this process's group does not have it.
+    pub fn lend(pgid: u32) -> Option<Foreground> {
+        // SAFETY: isatty, getpgrp, tcgetpgrp and tcgetattr take a descriptor or nothing, and
+        // tcgetattr writes only into the zeroed termios it is given.
+        unsafe {
+            let own = libc::getpgrp();
+            if libc::isatty(0) != 1 || libc::tcgetpgrp(0) != own {
+                return None;
+            }
+            let mut modes: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(0, &mut modes) != 0 {
+                return None;
+            }
+            // From the foreground, no SIGTTOU comes.
+            if libc::tcsetpgrp(0, pgid as libc::pid_t) != 0 {
+                return None;
+            }
+            Some(Foreground { own, modes })
+        }
+    }
+}
+
+impl Drop for Foreground {
+    fn drop(&mut self) {
+        // SAFETY: sigset_t values are plain data initialised by sigemptyset/sigaddset; the
+        // masks are valid pointers; tcsetpgrp and tcsetattr take a descriptor, an integer and
+        // a termios this process read. SIGTTOU is blocked around the calls on this thread only
+        // (from the background, taking the terminal back would otherwise stop this process),
+        // and the previous mask is put back.
+        unsafe {
+            let mut block: libc::sigset_t = std::mem::zeroed();
+            let mut before: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut block);
+            libc::sigaddset(&mut block, libc::SIGTTOU);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut before);
+            libc::tcsetpgrp(0, self.own);
+            libc::tcsetattr(0, libc::TCSADRAIN, &self.modes);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
         }
     }
 }

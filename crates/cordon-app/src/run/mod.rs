@@ -216,8 +216,12 @@ impl TerminalModes {
 
 impl Drop for TerminalModes {
     fn drop(&mut self) {
+        // Only from the foreground: from the background (`cordon run … &`) setting the modes
+        // would stop this process with SIGTTOU, and the job in the foreground owns them.
         #[cfg(target_os = "linux")]
-        if let Some(modes) = &self.found {
+        if let Some(modes) = &self.found
+            && rustix::termios::tcgetpgrp(std::io::stdin()).ok() == Some(rustix::process::getpgrp())
+        {
             let _ = rustix::termios::tcsetattr(
                 std::io::stdin(),
                 rustix::termios::OptionalActions::Now,

@@ -566,21 +566,38 @@ pub const FORWARDED: [libc::c_int; 7] = [
     libc::SIGWINCH,
 ];
 
-/// From now on, passes the signals in [`FORWARDED`] on to `pid`.
+/// Ctrl-Z on the terminal cordon runs in the foreground of. Stopping cordon would not stop the
+/// command, which runs in a session of its own, and a `cordon shell` waiting for cordon would
+/// wait for ever: cordon says so instead, and the command goes on.
+extern "C" fn no_suspend(_: libc::c_int) {
+    const SAID: &[u8] =
+        b"\r\ncordon: a command in the sandbox cannot be suspended; Ctrl-C stops it\r\n";
+    // SAFETY: write is async-signal-safe; the buffer is a static byte string.
+    unsafe {
+        libc::write(2, SAID.as_ptr().cast(), SAID.len());
+    }
+}
+
+/// Sets `handler` for `signal`, restarting interrupted calls.
+fn handle(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) -> io::Result<()> {
+    // SAFETY: a zeroed sigaction is a valid value; we set the handler (an extern "C" fn that
+    // only does async-signal-safe work) and SA_RESTART, and pass valid pointers.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = handler as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        check(libc::sigaction(signal, &action, std::ptr::null_mut())).map(drop)
+    }
+}
+
+/// From now on, passes the signals in [`FORWARDED`] on to `pid`, and answers Ctrl-Z itself.
 pub fn forward_signals_to(pid: libc::pid_t) -> io::Result<()> {
     FORWARD_TO.store(pid, std::sync::atomic::Ordering::Relaxed);
     for signal in FORWARDED {
-        // SAFETY: a zeroed sigaction is a valid value; we set the handler (an extern "C" fn
-        // that only does async-signal-safe work) and SA_RESTART, and pass valid pointers.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = forward as *const () as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            check(libc::sigaction(signal, &action, std::ptr::null_mut()))?;
-        }
+        handle(signal, forward)?;
     }
-    Ok(())
+    handle(libc::SIGTSTP, no_suspend)
 }
 
 /// From now on, passes the signals in [`FORWARDED`] on to the process group `pid` leads (the

@@ -1,9 +1,11 @@
 //! `cordon shell`: a person's interactive shell in which every line is checked by the policy
 //! and runs in the sandbox.
 //!
-//! Each line runs as `/bin/sh -c LINE` in a fresh sandbox whose working directory is the
-//! shell's, on the person's own terminal. `cordon run` runs in a process group of its own, so
-//! Ctrl-C on the terminal reaches only this shell, which cancels the running command.
+//! Each line runs with bash, the grammar that decided it, in a fresh sandbox whose working
+//! directory is the shell's, on the person's own terminal. `cordon run` runs in a process
+//! group of its own, which the terminal is lent to while it runs (as a shell makes a job the
+//! foreground one): the command reads the keyboard, Ctrl-C reaches it, and the terminal, with
+//! the modes it had, comes back to this shell when the run ends.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -70,9 +72,10 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
     let prompt = format!("cordon [{} | {sandbox}] $ ", options.mode.as_str());
 
     let mut editor = DefaultEditor::new().context("cannot set up line editing")?;
-    // Ctrl-C while a command runs: the terminal signals this shell (the command's group is
-    // another), and the shell cancels the command. Registered after the editor, which takes
-    // SIGINT for itself when made, so that this handler comes first and calls the editor's.
+    // Ctrl-C while a command runs that could not be lent the terminal (standard input is not
+    // one, or this shell is not in its foreground): the shell hears it and cancels the command.
+    // Registered after the editor, which takes SIGINT for itself when made, so that this
+    // handler comes first and calls the editor's.
     let current: Arc<Mutex<Option<Control>>> = Arc::new(Mutex::new(None));
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGHUP, SIGTERM])
         .context("cannot take over Ctrl-C")?;
@@ -179,6 +182,8 @@ pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
             eprintln!("cordon: cancelled");
         } else if result.timed_out {
             eprintln!("cordon: timed out");
+        } else if result.signal == Some(SIGINT) {
+            eprintln!("cordon: interrupted");
         } else if result.exit_code != 0 {
             eprintln!("cordon: exit {}", result.exit_code);
         }
