@@ -135,6 +135,31 @@ fn check_prints_decision_rule_and_reason() {
     assert!(v["rule"].is_null(), "{v}");
 }
 
+/// A shell command given as it is typed, as one string or as words after `--`, is decided as
+/// the shell tool's call; words keep their boundaries (`'a; rm -rf ~'` stays one argument).
+#[test]
+fn check_takes_a_shell_command_as_typed() {
+    let env = Env::new();
+    env.write("policies/p.toml", RM_DENY);
+    let dir = env.path("policies");
+    let dir = dir.to_str().expect("utf-8");
+    let decide = |words: &[&str]| {
+        let mut args = vec!["check", "--policy-dir", dir];
+        args.extend_from_slice(words);
+        let o = env.cordon(&args, None);
+        assert_eq!(o.status.code(), Some(0), "{words:?}: {}", stderr(&o));
+        json(&o)["decision"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(decide(&["ls && rm -f x"]), "deny");
+    assert_eq!(decide(&["--", "rm", "-f", "x"]), "deny");
+    assert_eq!(decide(&["--", "ls", "-la"]), "allow");
+    assert_eq!(decide(&["--", "echo", "a; rm -f x"]), "allow");
+    assert_eq!(decide(&["echo a; rm -f x"]), "deny");
+}
+
 #[test]
 fn bad_calls_exit_2_with_a_message() {
     let env = Env::new();
@@ -151,7 +176,14 @@ fn bad_calls_exit_2_with_a_message() {
             &["check", "--tool", "x", "--mode", "fast"],
             "unknown mode `fast`",
         ),
-        (&["check", "--args", "{}"], "--tool NAME is required"),
+        (
+            &["check", "--args", "{}"],
+            "say what to decide: a shell command",
+        ),
+        (
+            &["check", "--tool", "x", "git status"],
+            "cannot be used with",
+        ),
         (
             &[
                 "check",
@@ -551,7 +583,7 @@ fn bad_run_flags_exit_2_naming_the_flag() {
             &["run", "--timeout=0", "--", "true"],
             "'--timeout <SECONDS>': must be a number from 0.001 to 31536000 seconds, not 0",
         ),
-        (&["run"], "give a command after `--`"),
+        (&["run"], "give a command (`cordon run ls -la`"),
         (
             &["run", "--deny-env", "a/b", "--", "true"],
             "--deny-env \"a/b\": a pattern is a variable name",

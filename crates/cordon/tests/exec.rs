@@ -389,6 +389,15 @@ fn denied_runs_are_refused_and_bad_lines_get_errors_naming_them() {
     );
     c.send(&json!({ "type": "check", "id": "c", "tool": "run_shell_command", "args": { "command": "ls" } }));
     assert_eq!(c.event("decision", "c")["decision"], "allow");
+    // An unknown type is named, with every type there is (`check` among them).
+    c.send(&json!({ "type": "launch", "id": "u" }));
+    let err = c.wait_for("error", |v| v["type"] == "error" && v["id"] == "u");
+    assert!(
+        err["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown type `launch`") && m.contains("check, run")),
+        "{err}"
+    );
     c.finish();
 }
 

@@ -12,6 +12,27 @@ use std::process::Command;
 
 use common::{Sandbox, cordon_bin, q, stderr, stdout};
 
+/// The command may follow `cordon run`'s own flags without `--`; from its name on, every word
+/// is the command's, a flag-shaped one too (here `-c` is `sh`'s, and `--allow-write` is
+/// `echo`'s, granting nothing).
+#[test]
+fn the_command_needs_no_double_dash() {
+    let Some(sb) = Sandbox::new() else { return };
+    let o = sb.run(&[
+        "--timeout",
+        "60",
+        "sh",
+        "-c",
+        "echo \"$0\"; exit 3",
+        "named",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "named\n");
+    let o = sb.run(&["echo", "--allow-write", "/"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "--allow-write /\n");
+}
+
 #[test]
 fn the_working_directory_and_tmp_are_writable() {
     let Some(sb) = Sandbox::new() else { return };

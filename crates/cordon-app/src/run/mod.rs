@@ -144,7 +144,9 @@ pub fn run(sources: &Sources, mut launch: Launch) -> anyhow::Result<u8> {
         config.timeout = None;
     }
     if launch.program.is_empty() {
-        bail!("give a command after `--` or a shell string with -c");
+        bail!(
+            "give a command (`cordon run ls -la`; put `--` before one that starts with `-`) or a shell string with -c"
+        );
     }
     // A run on this machine is guarded after it (`RunGuard`), through cordon's journal, whose
     // lock is held from before the plan until the guard is in it.

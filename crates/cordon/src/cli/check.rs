@@ -18,7 +18,7 @@ pub struct CheckArgs {
     policy: PolicyFlags,
     /// Read one call per line from stdin ({"tool","args","mode"?}) and write one decision per
     /// line, in order.
-    #[arg(long, conflicts_with_all = ["tool", "args", "server", "annotations"])]
+    #[arg(long, conflicts_with_all = ["tool", "args", "server", "annotations", "command"])]
     jsonl: bool,
 }
 

@@ -417,11 +417,11 @@ fn handle(
     let Some(object) = value.as_object_mut() else {
         return Err(fail("a request must be a JSON object".into()));
     };
+    const TYPES: &str = "check, run, cancel, answer, input, resize";
     match (object.get("type"), &id) {
-        (None, _) => {
-            return Err(fail(
-                "missing `type`: one of check, run, cancel, answer, input, resize".into(),
-            ));
+        (None, _) => return Err(fail(format!("missing `type`: one of {TYPES}"))),
+        (Some(Value::String(t)), _) if !TYPES.split(", ").any(|known| known == t.as_str()) => {
+            return Err(fail(format!("unknown type `{t}`: one of {TYPES}")));
         }
         (_, None) => return Err(fail("missing `id`: a string naming the request".into())),
         _ => {}

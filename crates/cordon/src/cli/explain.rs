@@ -33,7 +33,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
     backend.settle(&config)?;
     let program = args.run.program();
     if program == cordon_app::run::Program::Argv(Vec::new()) {
-        anyhow::bail!("give a command after `--` or a shell string with -c");
+        anyhow::bail!(
+            "give a command (`cordon run ls -la`; put `--` before one that starts with `-`) or a shell string with -c"
+        );
     }
     let plan = plan(&config)?;
     plan.warn();

@@ -85,6 +85,15 @@ pub struct CallFlags {
     /// The tool's annotations as a JSON object (e.g. {"readOnlyHint":true}).
     #[arg(long, value_name = "JSON")]
     annotations: Option<String>,
+    /// A shell command line to decide, as an agent's shell tool would run it:
+    /// `cordon check 'git status && rm -rf ~'`, or its words after `--`. The same as
+    /// `--tool run_shell_command --args '{"command": …}'`.
+    #[arg(
+        value_name = "COMMAND",
+        trailing_var_arg = true,
+        conflicts_with_all = ["tool", "args", "server", "annotations"]
+    )]
+    command: Vec<String>,
 }
 
 impl PolicyFlags {
@@ -118,9 +127,30 @@ pub fn parse_json_object(what: &str, text: &str) -> anyhow::Result<serde_json::M
 }
 
 impl CallFlags {
+    /// The shell command given as words: one word is a whole command line; several are a
+    /// program and its arguments, quoted back into one line so that each stays one word.
+    fn script(&self) -> anyhow::Result<Option<String>> {
+        match self.command.as_slice() {
+            [] => Ok(None),
+            [line] => Ok(Some(line.clone())),
+            words => shlex::try_join(words.iter().map(String::as_str))
+                .map(Some)
+                .map_err(|e| anyhow::anyhow!("the command's words cannot be quoted: {e}")),
+        }
+    }
+
     pub fn call(&self) -> anyhow::Result<ToolCall> {
+        if let Some(script) = self.script()? {
+            return Ok(ToolCall::new(
+                "run_shell_command".to_string(),
+                serde_json::json!({ "command": script }),
+            ));
+        }
         let Some(tool) = &self.tool else {
-            bail!("--tool NAME is required (or use --jsonl)")
+            bail!(
+                "say what to decide: a shell command (`cordon check 'git status'`), --tool NAME \
+                 with --args JSON, or --jsonl to read calls from standard input"
+            )
         };
         if tool.is_empty() {
             bail!("--tool cannot be empty");

@@ -328,8 +328,9 @@ pub struct RunArgs {
     /// confined.
     #[arg(long, value_name = "AGENT", value_parser = |s: &str| s.parse::<Agent>())]
     pub agent: Option<Agent>,
-    /// The command and its arguments, after `--`.
-    #[arg(last = true, value_name = "CMD")]
+    /// The command and its arguments (after `--` where one of them starts with `-`); every
+    /// word after the command's name is the command's, not cordon's.
+    #[arg(value_name = "CMD", trailing_var_arg = true)]
     pub command: Vec<String>,
 }
 
