@@ -10,7 +10,7 @@
 # here from the host's static busybox (Debian: apt-get install busybox-static), as the tests do.
 #
 #   ENGINE=docker|podman (default docker)  IMAGE=name (default: made here)
-#   CORDON=/path/to/cordon (default: a release build)  RUNS=n (default 30)
+#   CORDON=/path/to/cordon (default: a `--profile dist` build)  RUNS=n (default 30)
 # Further arguments go to hyperfine. Results go in docs/BENCHMARKS.md.
 set -euo pipefail
 
@@ -20,8 +20,8 @@ cd "$(dirname "$0")/.."
 if [[ -n "${CORDON:-}" ]]; then
   cordon="$(realpath "$CORDON")"
 else
-  cargo build --release -p cordon >/dev/null
-  cordon="$PWD/target/release/cordon"
+  cargo build --profile dist -p cordon >/dev/null
+  cordon="$PWD/target/dist/cordon"
 fi
 
 image="${IMAGE:-cordon-bench-busybox:1}"

@@ -11,7 +11,7 @@ is the third less the second, divided by N. The same with CORDON_NO_WARM=1, wher
 too. Repeated ROUNDS times, warm and cold in turn; prints the median and the range. Linux only;
 run as root to read every process's smaps.
 
-    python3 scripts/bench-exec-memory.py --cordon target/release/cordon -n 16 --rounds 5
+    python3 scripts/bench-exec-memory.py --cordon target/dist/cordon -n 16 --rounds 5
 """
 
 import argparse
@@ -120,7 +120,7 @@ def open_comm(pid):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cordon", default="target/release/cordon")
+    ap.add_argument("--cordon", default="target/dist/cordon")
     ap.add_argument("-n", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()

@@ -17,8 +17,8 @@ highest round. The scratch directory (the writable working directory) is made un
 under /tmp, cordon's warm sandbox steps aside (/tmp is each command's own). Results go in
 docs/BENCHMARKS.md.
 
-    cargo build --release -p cordon
-    python3 scripts/bench-exec.py --cordon target/release/cordon --rounds 5
+    cargo build --profile dist -p cordon
+    python3 scripts/bench-exec.py --cordon target/dist/cordon --rounds 5
 """
 
 import argparse
@@ -166,7 +166,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cordon", action="append",
                    help="a cordon binary (repeatable, to compare builds in one run) "
-                        "[default: target/release/cordon]")
+                        "[default: target/dist/cordon]")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("-n", type=int, default=500, help="runs per throughput measurement")
     p.add_argument("--latency", type=int, default=200, help="runs per latency measurement")
@@ -180,7 +180,7 @@ def main():
     p.add_argument("--peer-runs", type=int, default=20,
                    help="runs per measurement for srt and codex, which take 0.1-0.5 s each")
     args = p.parse_args()
-    cordons = [os.path.realpath(c) for c in args.cordon or ["target/release/cordon"]]
+    cordons = [os.path.realpath(c) for c in args.cordon or ["target/dist/cordon"]]
     scratch = tempfile.mkdtemp(prefix="cordon-bench-exec-", dir="/var/tmp")
     cwd = os.path.join(scratch, "work")
     os.mkdir(cwd)

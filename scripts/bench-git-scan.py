@@ -44,7 +44,7 @@ def count_entries(root):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--cordon", default="target/release/cordon")
+    p.add_argument("--cordon", default="target/dist/cordon")
     p.add_argument("--rounds", type=int, default=11)
     p.add_argument("--files", type=int, default=100_000)
     p.add_argument("--repos", type=int, default=50)

@@ -25,7 +25,7 @@ import time
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cordon", default="target/release/cordon")
+    ap.add_argument("--cordon", default="target/dist/cordon")
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--launch", action="store_true")
     ap.add_argument("--srt", help="sandbox-runtime's srt, for --launch")

@@ -55,14 +55,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cordon", action="append",
                     help="a cordon binary (repeatable, to compare builds in one run) "
-                         "[default: target/release/cordon]")
+                         "[default: target/dist/cordon]")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--mib", type=int, default=1024)
     a = ap.parse_args()
-    a.cordon = a.cordon or ["target/release/cordon"]
+    a.cordon = a.cordon or ["target/dist/cordon"]
     for c in a.cordon:
         if not os.access(c, os.X_OK):
-            sys.exit(f"--cordon {c}: not an executable (cargo build --release -p cordon)")
+            sys.exit(f"--cordon {c}: not an executable (cargo build --profile dist -p cordon)")
     if not shutil.which("curl"):
         sys.exit("curl is missing (apt-get install curl)")
 

@@ -23,8 +23,8 @@ if [[ -n "${CORDON:-}" ]]; then
   cd "$(dirname "$0")/.."
 else
   cd "$(dirname "$0")/.."
-  cargo build --release -p cordon >/dev/null
-  cordon="$PWD/target/release/cordon"
+  cargo build --profile dist -p cordon >/dev/null
+  cordon="$PWD/target/dist/cordon"
 fi
 
 # The sandboxed commands run in $work, the one directory they may write. The rest of $scratch is

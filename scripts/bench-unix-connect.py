@@ -54,7 +54,7 @@ for name, family, address, blocking, server in kinds:
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cordon", default="target/release/cordon")
+    parser.add_argument("--cordon", default="target/dist/cordon")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--connects", type=int, default=2000)
     args = parser.parse_args()
