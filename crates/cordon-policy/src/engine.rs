@@ -135,6 +135,9 @@ pub struct PolicyEngine {
 /// Why a verdict was reached, turned into words only for the verdict that is reported.
 enum Why<'a> {
     Rule(&'a str),
+    /// A rule matched a command: named with what it writes through redirections, which is
+    /// often why a read-only command fell to a rule that asks.
+    CommandRule(&'a SimpleCommand),
     NoRule(&'a str),
     NoProgram(&'a SimpleCommand),
     Redirect(&'a SimpleCommand),
@@ -151,6 +154,26 @@ struct Verdict<'r, 'a> {
 }
 
 impl Verdict<'_, '_> {
+    /// `shown` (quoted already) matched this verdict's rule.
+    fn rule_reason(&self, shown: &str) -> String {
+        match self.rule {
+            Some(r) => {
+                let name = r
+                    .name
+                    .as_deref()
+                    .map(|n| format!(" \"{n}\""))
+                    .unwrap_or_default();
+                format!(
+                    "{shown} matches rule{name} ({}, priority {:.3}): {}",
+                    r.source.label,
+                    r.effective_priority(),
+                    r.decision
+                )
+            }
+            None => format!("{shown}: {}", self.decision),
+        }
+    }
+
     fn reason(&self, mode: ApprovalMode) -> String {
         let shown = |c: &SimpleCommand| {
             if !c.words.is_empty() {
@@ -162,22 +185,13 @@ impl Verdict<'_, '_> {
             }
         };
         match &self.why {
-            Why::Rule(what) => match self.rule {
-                Some(r) => {
-                    let name = r
-                        .name
-                        .as_deref()
-                        .map(|n| format!(" \"{n}\""))
-                        .unwrap_or_default();
-                    format!(
-                        "`{what}` matches rule{name} ({}, priority {:.3}): {}",
-                        r.source.label,
-                        r.effective_priority(),
-                        r.decision
-                    )
-                }
-                None => format!("`{what}`: {}", self.decision),
-            },
+            Why::CommandRule(c) if !c.writes.is_empty() => self.rule_reason(&format!(
+                "`{}` writing to `{}`",
+                c.text,
+                c.writes.join("`, `")
+            )),
+            Why::CommandRule(c) => self.rule_reason(&format!("`{}`", c.text)),
+            Why::Rule(what) => self.rule_reason(&format!("`{what}`")),
             Why::NoRule(what) => {
                 format!("no rule matches `{what}`; the default for {mode} mode applies")
             }
@@ -537,8 +551,13 @@ impl PolicyEngine {
                 .is_empty()
                 .then(|| "the script contains no command to check".to_string())
         });
+        // What cannot be analysed is also the better reason for a question that a rule for
+        // all commands asked anyway (`curl … | sh` asks for `sh`, not for `curl`), and it
+        // leaves no rule to remember as an answer for always.
         if let Some(problem) = unanalysable
-            && (decision == Decision::Allow || analysis.commands.is_empty())
+            && (decision == Decision::Allow
+                || analysis.commands.is_empty()
+                || (decision == Decision::AskUser && rule.is_none_or(|r| !r.is_guard())))
         {
             decision = decision.strictest(Decision::AskUser);
             rule = None;
@@ -612,7 +631,7 @@ impl PolicyEngine {
                     Verdict {
                         decision: r.decision,
                         rule: Some(r),
-                        why: Why::Rule(&cmd.text),
+                        why: Why::CommandRule(cmd),
                     }
                 }
                 None => Verdict {

@@ -46,7 +46,13 @@ pub struct ErrorScanner<'a> {
     spec: &'a SandboxSpec,
     line: Vec<u8>,
     found: Vec<Violation>,
+    /// A path named in a quote a few lines before (and how many lines ago): cargo and others
+    /// name the path on one line and the refusal below it, after `Caused by:`.
+    earlier: Option<(PathBuf, usize)>,
 }
+
+/// How many lines after a path its refusal may come.
+const EARLIER_LINES: usize = 4;
 
 impl From<&crate::Undone> for Violation {
     /// A protected path the run created, which cordon removed after it; or a file it
@@ -143,6 +149,7 @@ impl<'a> ErrorScanner<'a> {
             spec,
             line: Vec::new(),
             found: Vec::new(),
+            earlier: None,
         }
     }
 
@@ -164,31 +171,94 @@ impl<'a> ErrorScanner<'a> {
     fn end_line(&mut self) {
         if self.found.len() < MAX_INFERRED {
             let line = String::from_utf8_lossy(&self.line);
-            if let Some(v) = infer(&line, self.spec)
-                && !self
+            let earlier = self.earlier.as_ref().map(|(p, _)| p.as_path());
+            let found = infer(&line, self.spec, earlier);
+            self.earlier = match (quoted_path(&line), self.earlier.take()) {
+                (Some(p), _) => Some((p, 0)),
+                (None, Some((p, n))) if n + 1 < EARLIER_LINES => Some((p, n + 1)),
+                _ => None,
+            };
+            if let Some(v) = found {
+                match self
                     .found
-                    .iter()
-                    .any(|f| f.path == v.path && f.operation == v.operation)
-            {
-                self.found.push(v);
+                    .iter_mut()
+                    .find(|f| f.path == v.path && f.operation == v.operation)
+                {
+                    // npm says EAI_AGAIN before it names the host: keep the line that does.
+                    Some(f) if f.destination.is_none() && v.destination.is_some() => *f = v,
+                    Some(_) => {}
+                    None => self.found.push(v),
+                }
             }
         }
         self.line.clear();
     }
 }
 
-/// What a line of error output says the sandbox blocked, if anything.
-pub fn infer(line: &str, spec: &SandboxSpec) -> Option<Violation> {
+/// What tools print when a name cannot be looked up or no route leads out: with no network
+/// at all (curl, pip, npm, cargo, git, ssh, ping each say one of these).
+const NO_NETWORK: [&str; 9] = [
+    "could not resolve host",
+    "couldn't resolve host",
+    "temporary failure in name resolution",
+    "name or service not known",
+    "eai_again",
+    "enotfound",
+    "failed to lookup address",
+    "network is unreachable",
+    "no address associated with hostname",
+];
+
+/// The host a name-lookup error names, where it says: `resolve host: H`, `getaddrinfo
+/// EAI_AGAIN H`, `ENOTFOUND H`, `host='H'`.
+fn host_in(line: &str) -> Option<String> {
     let lower = line.to_ascii_lowercase();
+    let after = [
+        "resolve host: ",
+        "eai_again ",
+        "enotfound ",
+        "host='",
+        "resolve '",
+    ]
+    .iter()
+    .find_map(|m| lower.find(m).map(|i| &line[i + m.len()..]))?;
+    let host: String = after
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':'))
+        .collect();
+    let host = host.trim_end_matches([':', '.']);
+    (host.contains('.') || host == "localhost").then(|| host.to_string())
+}
+
+/// What a line of error output says the sandbox blocked, if anything; `earlier` is the path
+/// a line a little before named, for a refusal that names none.
+fn infer(line: &str, spec: &SandboxSpec, earlier: Option<&Path>) -> Option<Violation> {
+    let lower = line.to_ascii_lowercase();
+    if spec.network == crate::NetworkMode::None && NO_NETWORK.iter().any(|p| lower.contains(p)) {
+        return Some(Violation {
+            path: None,
+            destination: host_in(line),
+            operation: "connect",
+            rule: "this run has no network; allow a host with --allow-domain HOST \
+                   (or [network] allow_domains in cordon.toml)"
+                .to_string(),
+            exact: false,
+            action: None,
+            evidence: Some(line.trim().chars().take(300).collect()),
+        });
+    }
     let says = |i: usize| lower.contains(REFUSALS[i]) || lower.contains(REFUSALS[i + 1]);
-    let (read_only, denied, not_permitted) = (says(0), says(2), says(4));
+    let (read_only, not_permitted) = (says(0), says(4));
+    let denied = says(2) || NOT_WRITTEN.iter().any(|p| lower.contains(p));
     // A hidden path looks missing from inside (a credential store, `--deny-read`): the
     // command's "no such file" on one is a read the sandbox blocked, not a missing file.
     let missing = lower.contains(MISSING);
     if !(read_only || denied || not_permitted || missing) {
         return None;
     }
-    let path = path_in(line).map(|p| spec.cwd.join(p));
+    let path = path_in(line)
+        .or_else(|| earlier.map(Path::to_path_buf))
+        .map(|p| spec.cwd.join(p));
     let evidence = Some(line.trim().chars().take(300).collect());
     let under = |p: &Path, roots: &[PathBuf]| roots.iter().any(|r| p.starts_with(r));
     let writable =
@@ -241,14 +311,17 @@ const REFUSALS: [&str; 6] = [
     "eperm",
 ];
 
-/// The path an error line is about: the first quoted text that looks like a path, else the
-/// word just before the refusal (`cannot create .bashrc: Read-only file system`).
-fn path_in(line: &str) -> Option<PathBuf> {
-    let looks_like_path = |s: &str| {
-        !s.is_empty()
-            && (s.contains('/') || s.starts_with('.') || s.starts_with('~'))
-            && !s.contains("://")
-    };
+/// Refusals tools word their own way: npm, when it cannot make its cache directory.
+const NOT_WRITTEN: [&str; 1] = ["error writing to the directory: "];
+
+fn looks_like_path(s: &str) -> bool {
+    !s.is_empty()
+        && (s.contains('/') || s.starts_with('.') || s.starts_with('~'))
+        && !s.contains("://")
+}
+
+/// The first quoted text in `line` that looks like a path.
+fn quoted_path(line: &str) -> Option<PathBuf> {
     for quote in ['\'', '"', '`'] {
         let mut parts = line.split(quote);
         parts.next();
@@ -258,7 +331,27 @@ fn path_in(line: &str) -> Option<PathBuf> {
             }
         }
     }
+    None
+}
+
+/// The path an error line is about: the first quoted text that looks like a path, else the
+/// word just before the refusal (`cannot create .bashrc: Read-only file system`), or just after
+/// npm's.
+fn path_in(line: &str) -> Option<PathBuf> {
+    if let Some(p) = quoted_path(line) {
+        return Some(p);
+    }
     let lower = line.to_ascii_lowercase();
+    if let Some(after) = NOT_WRITTEN
+        .iter()
+        .find_map(|p| lower.find(p).map(|i| &line[i + p.len()..]))
+    {
+        return after
+            .split_whitespace()
+            .next()
+            .filter(|w| looks_like_path(w))
+            .map(PathBuf::from);
+    }
     let at = REFUSALS
         .iter()
         .chain(std::iter::once(&MISSING))
@@ -314,7 +407,7 @@ mod tests {
     }
 
     fn inferred(line: &str) -> Option<(Option<PathBuf>, &'static str)> {
-        infer(line, &spec()).map(|v| (v.path, v.operation))
+        infer(line, &spec(), None).map(|v| (v.path, v.operation))
     }
 
     #[test]
@@ -371,6 +464,82 @@ mod tests {
         // A file missing where nothing is hidden is only missing.
         assert_eq!(inferred("cat: /w/nothere: No such file or directory"), None);
         assert_eq!(inferred("cat: /home/u/x: No such file or directory"), None);
+    }
+
+    /// cargo names the path on one line and the refusal under `Caused by:`; npm says it could
+    /// not write its cache without the words of a refusal. Both count, as writes outside the
+    /// writable places; a refusal long after the path does not take it.
+    #[test]
+    fn refusals_that_name_the_path_elsewhere_are_understood() {
+        let spec = spec();
+        let scan = |text: &str| {
+            let mut s = ErrorScanner::new(&spec);
+            s.feed(text.as_bytes());
+            s.finish()
+                .into_iter()
+                .map(|v| (v.path, v.operation))
+                .collect::<Vec<_>>()
+        };
+        let cargo = "error: failed to create directory `/home/u/.cargo/registry/cache/x`\n\n\
+                     Caused by:\n  Read-only file system (os error 30)\n";
+        assert_eq!(
+            scan(cargo),
+            [(
+                Some(PathBuf::from("/home/u/.cargo/registry/cache/x")),
+                "write"
+            )]
+        );
+        let npm = "npm error Log files were not written due to an error writing to the \
+                   directory: /home/u/.npm/_logs\n";
+        assert_eq!(
+            scan(npm),
+            [(Some(PathBuf::from("/home/u/.npm/_logs")), "write")]
+        );
+        let far = "see `/home/u/x`\n1\n2\n3\n4\nRead-only file system\n";
+        assert!(scan(far).is_empty(), "{:?}", scan(far));
+    }
+
+    /// With no network, the name-lookup errors of curl, pip, npm, cargo and ssh each say so,
+    /// naming the host where the line does; with cordon's proxy they are the proxy's to say.
+    #[test]
+    fn a_lookup_that_fails_without_a_network_is_named() {
+        let cases = [
+            (
+                "curl: (6) Could not resolve host: example.com",
+                Some("example.com"),
+            ),
+            (
+                "WARNING: Retrying after connection broken by 'NewConnectionError(... \
+                 Failed to establish a new connection: [Errno -3] Temporary failure in name \
+                 resolution')': /simple/requests/",
+                None,
+            ),
+            (
+                "npm error request to https://registry.npmjs.org/x failed, reason: getaddrinfo \
+                 EAI_AGAIN registry.npmjs.org",
+                Some("registry.npmjs.org"),
+            ),
+            (
+                "  Could not resolve host: index.crates.io",
+                Some("index.crates.io"),
+            ),
+            (
+                "ssh: Could not resolve hostname github.com: Temporary failure in name resolution",
+                None,
+            ),
+        ];
+        for (line, host) in cases {
+            let v = infer(line, &spec(), None).expect(line);
+            assert_eq!(
+                (v.operation, v.destination.as_deref()),
+                ("connect", host),
+                "{line}"
+            );
+            assert!(v.rule.contains("--allow-domain"), "{}", v.rule);
+        }
+        let mut proxied = spec();
+        proxied.network = crate::NetworkMode::Host;
+        assert!(infer(cases[0].0, &proxied, None).is_none());
     }
 
     #[test]

@@ -33,6 +33,64 @@ fn the_command_needs_no_double_dash() {
     assert_eq!(stdout(&o), "--allow-write /\n");
 }
 
+/// A command killed for going over `--memory` is said to be, not left as a bare 137. As root
+/// the limit is a memory control group, whose count of kills by the kernel cordon reads; as
+/// anyone else it is an rlimit, where the allocation fails inside and nothing is killed.
+#[test]
+fn a_kill_by_the_memory_limit_is_said() {
+    let Some(sb) = Sandbox::new() else { return };
+    let o = sb.run(&[
+        "--memory",
+        "64M",
+        "--",
+        "python3",
+        "-c",
+        "x = bytearray(512 << 20); print('allocated')",
+    ]);
+    assert!(!stdout(&o).contains("allocated"), "{}", stderr(&o));
+    let said = stderr(&o).contains("went over its memory limit");
+    let root = std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:\t0\t")));
+    if root && Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists() {
+        assert_eq!(o.status.code(), Some(137), "{}", stderr(&o));
+        assert!(said, "the kill was not named: {}", stderr(&o));
+    } else {
+        assert!(!said, "a failed allocation is not a kill: {}", stderr(&o));
+    }
+}
+
+/// With no network, a name that cannot be looked up is said once, naming the host and how to
+/// allow it, not left as curl's "Could not resolve host".
+#[test]
+fn a_run_without_a_network_says_so_once() {
+    let Some(sb) = Sandbox::new() else { return };
+    let o = sb.run(&[
+        "-c",
+        "curl -sS --max-time 5 http://example.test/; curl -sS --max-time 5 http://other.test/",
+    ]);
+    assert!(!o.status.success());
+    let said = stderr(&o);
+    assert_eq!(said.matches("this run has no network").count(), 1, "{said}");
+    assert!(
+        said.contains("connect example.test") && said.contains("--allow-domain HOST"),
+        "{said}"
+    );
+}
+
+/// A command that is not there is named as such, not as a failure of the sandbox.
+#[test]
+fn a_missing_command_is_named() {
+    let Some(sb) = Sandbox::new() else { return };
+    let o = sb.run(&["no-such-command-xyz"]);
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot run the command: no-such-command-xyz: command not found")
+            && !stderr(&o).contains("setup failed"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn the_working_directory_and_tmp_are_writable() {
     let Some(sb) = Sandbox::new() else { return };

@@ -1147,3 +1147,27 @@ fn an_agent_profile_adds_its_own_and_a_managed_lock_keeps_its_hosts_out() {
         stderr(&o)
     );
 }
+
+/// A settings file that does not load stops every run, and doctor says so with the file and
+/// line; it does not say the machine cannot sandbox, which is not so.
+#[test]
+fn doctor_blames_a_broken_settings_file_not_the_machine() {
+    let Some(sb) = Sandbox::new() else { return };
+    let l = Layers::new(&sb);
+    l.user("[filesystem]\nallow_write = 3\n");
+    let mut cmd = Command::new(common::cordon_bin());
+    l.apply(&mut cmd);
+    let o = cmd
+        .arg("doctor")
+        .current_dir(&sb.ws)
+        .output()
+        .expect("doctor");
+    let said = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(said.contains("cordon.toml"), "the file is named: {said}");
+    assert!(
+        said.contains("This machine can sandbox commands")
+            && !said.contains("cannot sandbox commands on this machine"),
+        "{said}"
+    );
+}

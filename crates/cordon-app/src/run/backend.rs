@@ -515,6 +515,10 @@ mod not_linux {
         pub fn procs_files(&self) -> Vec<PathBuf> {
             Vec::new()
         }
+
+        pub fn memory_killed(&self) -> bool {
+            false
+        }
     }
 
     pub fn is_root() -> bool {

@@ -474,7 +474,7 @@ fn run_planned(
     let Prepared {
         mut spec,
         wanted,
-        groups: _groups,
+        groups,
         made,
         mut unmade,
         own_settings,
@@ -531,6 +531,14 @@ fn run_planned(
         }
     }
     let result = run_sandboxed(&spec);
+    // A kill by the memory limit looks like any SIGKILL (137) from inside.
+    if groups.memory_killed() && !launch.report_only {
+        eprintln!(
+            "cordon: the command went over its memory limit ({} bytes) and the kernel killed it; raise it with --memory SIZE or [limits] memory",
+            config.memory.unwrap_or_default()
+        );
+    }
+    drop(groups);
     let refused: Vec<Violation> = proxy
         .map(RunProxy::finish)
         .unwrap_or_default()

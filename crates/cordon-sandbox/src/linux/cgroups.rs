@@ -21,6 +21,22 @@ impl RunCgroups {
         self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
     }
 
+    /// Whether the kernel killed a process of the run for going over its memory limit: the
+    /// `oom_kill` count of the run's v1 `memory` group. Read before the groups are dropped.
+    pub fn memory_killed(&self) -> bool {
+        self.dirs
+            .iter()
+            .filter(|d| d.parent().is_some_and(|p| p.ends_with("memory")))
+            .filter_map(|d| std::fs::read_to_string(d.join("memory.oom_control")).ok())
+            .any(|text| {
+                text.lines().any(|l| {
+                    l.strip_prefix("oom_kill ")
+                        .and_then(|n| n.trim().parse::<u64>().ok())
+                        .is_some_and(|n| n > 0)
+                })
+            })
+    }
+
     /// Makes v1 `pids`, `memory` and `cpu` groups for the limits that are set, where
     /// possible. Returns the groups made and the limits that could not be placed in one.
     pub fn create(limits: &Limits) -> (Self, Vec<&'static str>) {

@@ -48,12 +48,22 @@ const GUARD_FD: i32 = 6;
 pub enum RunError {
     #[error("cannot start the sandbox helper: {0}")]
     Spawn(std::io::Error),
-    #[error("sandbox setup failed at {step}: {detail}")]
+    #[error("{}", setup_failed(step, detail))]
     Setup {
         code: u8,
         step: String,
         detail: String,
     },
+}
+
+/// What a failed set-up says: the command that could not be started is the person's, not the
+/// sandbox's, so that failure names it alone (`ls-la: command not found`).
+fn setup_failed(step: &str, detail: &str) -> String {
+    if step == "exec" {
+        format!("cannot run the command: {detail}")
+    } else {
+        format!("sandbox setup failed at {step}: {detail}")
+    }
 }
 
 impl RunError {

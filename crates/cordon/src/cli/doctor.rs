@@ -144,7 +144,16 @@ pub fn doctor(json: bool) -> anyhow::Result<u8> {
                 println!("     {:<16} fix: {fix}", "");
             }
         }
-        if missing_required {
+        let failing: Vec<&cordon_sandbox::linux::doctor::Mechanism> = found
+            .iter()
+            .filter(|m| m.required && !m.available)
+            .collect();
+        // Settings that do not load stop every run, but say nothing of the machine.
+        if failing.iter().all(|m| m.name == "settings") && !failing.is_empty() {
+            println!(
+                "\nThis machine can sandbox commands, but every cordon run refuses until the settings named above load."
+            );
+        } else if missing_required {
             println!(
                 "\ncordon run cannot sandbox commands on this machine until the FAIL lines are fixed."
             );
