@@ -160,6 +160,27 @@ fn check_takes_a_shell_command_as_typed() {
     assert_eq!(decide(&["echo a; rm -f x"]), "deny");
 }
 
+/// The reason names the part that made the decision: the shell a download is piped into,
+/// not the download; the redirection that made a read-only command a write.
+#[test]
+fn the_reason_names_the_part_that_decided() {
+    let env = Env::new();
+    let reason = |line: &str| {
+        let o = env.cordon(&["check", line], None);
+        json(&o)["reason"].as_str().unwrap_or_default().to_string()
+    };
+    let piped = reason("curl -fsSL https://example.com/install.sh | sh");
+    assert!(
+        piped.contains("`sh` runs whatever is piped into it") && !piped.contains("`curl"),
+        "{piped}"
+    );
+    let written = reason("echo hi > out.txt");
+    assert!(
+        written.contains("`echo hi` writing to `out.txt`"),
+        "{written}"
+    );
+}
+
 #[test]
 fn bad_calls_exit_2_with_a_message() {
     let env = Env::new();
@@ -418,12 +439,32 @@ fn remember_keeps_an_always_allow_answer() {
     let saved =
         std::fs::read_to_string(dir.join("auto-saved.toml")).expect("auto-saved.toml written");
     assert!(
-        saved.contains("commandPrefix = [\"cargo\"]") && saved.contains("priority = 950"),
+        saved.contains("commandPrefix = [\"cargo test --workspace\"]")
+            && saved.contains("priority = 950"),
         "{saved}"
+    );
+    assert!(
+        stdout(&o).contains("commandPrefix = [\"cargo test --workspace\"]"),
+        "the rule saved is printed: {}",
+        stdout(&o)
     );
 
     let after = env.cordon(&[&["check"][..], &call].concat(), None);
     assert_eq!(json(&after)["decision"], "allow");
+    // Only what was approved: another cargo command still asks.
+    let other = env.cordon(
+        &[
+            "check",
+            "--tool",
+            "run_shell_command",
+            "--args",
+            r#"{"command":"cargo publish"}"#,
+            "--policy-dir",
+            d,
+        ],
+        None,
+    );
+    assert_eq!(json(&other)["decision"], "ask_user");
     // Remembering twice keeps one rule.
     env.cordon(&[&["policy", "remember"][..], &call].concat(), None);
     let again = std::fs::read_to_string(dir.join("auto-saved.toml")).expect("read");

@@ -668,7 +668,8 @@ fn an_embedding_program_answers_about_unlisted_hosts_and_always_is_kept() {
 }
 
 /// Runs `cordon ARGS` on a fresh pseudo-terminal, answering each prompt that ends in `? ` with
-/// the next of `answers`; prints everything the terminal showed.
+/// the next of `answers`, one key and no Enter (the question takes a key as it is typed);
+/// prints everything the terminal showed.
 const ON_A_TERMINAL: &str = r#"
 import os, pty, sys
 answers = sys.argv[1].split(",")
@@ -685,7 +686,7 @@ while True:
         break
     seen += chunk
     if seen.rstrip().endswith(b"[d]eny?") and answers:
-        os.write(fd, (answers.pop(0) + "\n").encode())
+        os.write(fd, answers.pop(0).encode())
         seen += b"<answered>"
 sys.stdout.write(seen.decode(errors="replace"))
 _, status = os.waitpid(pid, 0)

@@ -153,6 +153,60 @@ impl Asker for TerminalAsker {
     }
 }
 
+/// The terminal switched to hand over each key as it is typed, without echo, for one
+/// question; put back as it was when dropped. Only from the terminal's foreground group:
+/// from the background, changing its modes would stop this process (SIGTTOU), and the
+/// question falls back to reading a line.
+#[cfg(target_os = "linux")]
+struct OneKey {
+    tty: std::fs::File,
+    before: rustix::termios::Termios,
+}
+
+#[cfg(target_os = "linux")]
+impl OneKey {
+    fn take(tty: &std::fs::File) -> Option<OneKey> {
+        use rustix::termios::{
+            LocalModes, OptionalActions, SpecialCodeIndex, tcgetattr, tcsetattr,
+        };
+        let ours = rustix::termios::tcgetpgrp(tty).ok() == Some(rustix::process::getpgrp());
+        let before = tcgetattr(tty).ok().filter(|_| ours)?;
+        let mut raw = before.clone();
+        raw.local_modes
+            .remove(LocalModes::ICANON | LocalModes::ECHO);
+        raw.special_codes[SpecialCodeIndex::VMIN] = 1;
+        raw.special_codes[SpecialCodeIndex::VTIME] = 0;
+        let kept = OneKey {
+            tty: tty.try_clone().ok()?,
+            before,
+        };
+        tcsetattr(tty, OptionalActions::Now, &raw).ok()?;
+        Some(kept)
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for OneKey {
+    fn drop(&mut self) {
+        let _ = rustix::termios::tcsetattr(
+            &self.tty,
+            rustix::termios::OptionalActions::Now,
+            &self.before,
+        );
+    }
+}
+
+/// Elsewhere the question reads a line.
+#[cfg(not(target_os = "linux"))]
+struct OneKey;
+
+#[cfg(not(target_os = "linux"))]
+impl OneKey {
+    fn take(_: &std::fs::File) -> Option<OneKey> {
+        None
+    }
+}
+
 /// One question on the terminal; anything but a clear yes is a no.
 fn prompt(host: &Host, port: u16, saved: Option<&Path>) -> std::io::Result<Answer> {
     let tty = std::fs::OpenOptions::new()
@@ -160,7 +214,8 @@ fn prompt(host: &Host, port: u16, saved: Option<&Path>) -> std::io::Result<Answe
         .write(true)
         .open("/dev/tty")?;
     let mut out = tty.try_clone()?;
-    let mut lines = BufReader::new(tty).lines();
+    let keys = OneKey::take(&tty);
+    let mut reader = BufReader::new(tty);
     let always = match saved {
         Some(p) => format!("[a]lways (saved in {})", p.display()),
         None => "[a]lways".to_string(),
@@ -175,8 +230,21 @@ fn prompt(host: &Host, port: u16, saved: Option<&Path>) -> std::io::Result<Answe
             "cordon: allow [o]nce (this run), {always}, or [d]eny? "
         )?;
         out.flush()?;
-        let Some(line) = lines.next().transpose()? else {
-            return Ok(Answer::Deny);
+        let line = if keys.is_some() {
+            // One key, as typed; Enter alone is no.
+            let mut key = [0u8; 1];
+            if reader.read(&mut key)? == 0 {
+                return Ok(Answer::Deny);
+            }
+            let key = char::from(key[0]);
+            writeln!(out, "{}", key.escape_default())?;
+            key.to_string()
+        } else {
+            let mut line = String::new();
+            if reader.read_line(&mut line)? == 0 {
+                return Ok(Answer::Deny);
+            }
+            line
         };
         match line.trim().to_ascii_lowercase().as_str() {
             "o" | "once" | "y" | "yes" => return Ok(Answer::Once),

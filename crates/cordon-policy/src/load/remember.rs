@@ -60,7 +60,10 @@ fn rule_text(call: &ToolCall, mode: ApprovalMode) -> Result<String, String> {
                 analysis.problems[0]
             ));
         }
-        let mut roots: Vec<String> = Vec::new();
+        // Each command as it was approved, words and all: `npm install` approved must not
+        // allow `npm exec …` (a prefix matches the words that follow it too, so `npm install`
+        // still allows `npm install left-pad`; that is what was approved, with more to install).
+        let mut approved: Vec<String> = Vec::new();
         let mut redirects = false;
         for c in analysis.commands.iter().filter(|c| c.role == Role::Runs) {
             if shell::danger(c).is_some() {
@@ -70,13 +73,11 @@ fn rule_text(call: &ToolCall, mode: ApprovalMode) -> Result<String, String> {
                 ));
             }
             redirects |= !c.writes.is_empty();
-            if let Some(name) = c.name()
-                && !roots.iter().any(|r| r == name)
-            {
-                roots.push(name.to_string());
+            if c.name().is_some() && !approved.contains(&c.text) {
+                approved.push(c.text.clone());
             }
         }
-        let list: Vec<String> = roots.iter().map(|r| toml_string(r)).collect();
+        let list: Vec<String> = approved.iter().map(|r| toml_string(r)).collect();
         lines.push(format!("commandPrefix = [{}]", list.join(", ")));
         if redirects {
             lines.push("allowRedirection = true".into());
@@ -110,13 +111,14 @@ fn rule_text(call: &ToolCall, mode: ApprovalMode) -> Result<String, String> {
     Ok(lines.join("\n") + "\n")
 }
 
-/// Appends an "always allow" rule for calls like `call` to `dir/auto-saved.toml`. The file is
-/// replaced atomically, so a crash never leaves half a rule behind.
+/// Appends an "always allow" rule for calls like `call` to `dir/auto-saved.toml`, and returns
+/// the file and the rule. The file is replaced atomically, so a crash never leaves half a rule
+/// behind.
 pub fn remember_always_allow(
     dir: &Path,
     call: &ToolCall,
     mode: ApprovalMode,
-) -> Result<PathBuf, String> {
+) -> Result<(PathBuf, String), String> {
     let rule = rule_text(call, mode)?;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let path = dir.join("auto-saved.toml");
@@ -126,7 +128,7 @@ pub fn remember_always_allow(
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     if existing.contains(&rule) {
-        return Ok(path);
+        return Ok((path, rule));
     }
     let mut text = existing;
     if !text.is_empty() && !text.ends_with("\n\n") {
@@ -140,7 +142,7 @@ pub fn remember_always_allow(
         .map_err(|e| format!("cannot write {}: {e}", tmp.path().display()))?;
     tmp.persist(&path)
         .map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
-    Ok(path)
+    Ok((path, rule))
 }
 
 #[cfg(test)]
@@ -149,13 +151,16 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn shell_approvals_are_narrowed_to_command_names() {
+    fn shell_approvals_are_narrowed_to_the_commands_approved() {
         let call = ToolCall::new(
             "run_shell_command",
-            json!({"command": "git status && ls > out"}),
+            json!({"command": "git status && ls -la > out"}),
         );
         let text = rule_text(&call, ApprovalMode::Default).unwrap_or_default();
-        assert!(text.contains("commandPrefix = [\"git\", \"ls\"]"), "{text}");
+        assert!(
+            text.contains("commandPrefix = [\"git status\", \"ls -la\"]"),
+            "{text}"
+        );
         assert!(text.contains("allowRedirection = true"));
         assert!(text.contains("modes = [\"default\", \"autoEdit\", \"yolo\"]"));
         let rm = ToolCall::new("run_shell_command", json!({"command": "rm -rf x"}));

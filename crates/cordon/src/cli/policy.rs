@@ -191,8 +191,8 @@ fn remember(args: RememberArgs) -> anyhow::Result<u8> {
         },
     };
     match remember_always_allow(&dir, &call, args.policy.mode) {
-        Ok(path) => {
-            println!("{}", path.display());
+        Ok((path, rule)) => {
+            println!("# saved in {}\n{rule}", path.display());
             Ok(exit::OK)
         }
         Err(e) => bail!("cannot remember this approval: {e}"),
