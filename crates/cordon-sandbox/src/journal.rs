@@ -486,16 +486,7 @@ mod tests {
 
     /// A run in `place`, entered in the journal (as before its command starts).
     fn entered(journal: &Journal, place: &Path) -> RunGuard {
-        let held = journal.hold().expect("hold");
-        let mut guard = RunGuard::before(
-            Path::new("/nonexistent-cwd"),
-            &[place.to_path_buf()],
-            &[],
-            &GitMeta::default(),
-            1000,
-        );
-        held.enter(&mut guard).expect("enter");
-        guard
+        entered_keeping(journal, place, &[])
     }
 
     fn records(journal: &Journal) -> usize {
@@ -547,7 +538,7 @@ mod tests {
     }
 
     /// A run in `place` that keeps `settings` (as `run --agent` keeps the agent's).
-    fn entered_keeping(journal: &Journal, place: &Path, settings: &Path) -> RunGuard {
+    fn entered_keeping(journal: &Journal, place: &Path, settings: &[&Path]) -> RunGuard {
         let held = journal.hold().expect("hold");
         let mut guard = RunGuard::before(
             Path::new("/nonexistent-cwd"),
@@ -557,7 +548,7 @@ mod tests {
             1000,
         );
         guard.keep_settings(&crate::kept::SettingsFiles {
-            paths: vec![settings.to_path_buf()],
+            paths: settings.iter().map(|p| p.to_path_buf()).collect(),
             harmless: vec!["model".into()],
         });
         held.enter(&mut guard).expect("enter");
@@ -575,10 +566,10 @@ mod tests {
             let s = setup();
             let settings = s.place.join("settings.json");
             std::fs::write(&settings, "{\"model\": \"m\"}").expect("write");
-            let a = entered_keeping(&s.journal, &s.place, &settings);
+            let a = entered_keeping(&s.journal, &s.place, &[&settings]);
             std::fs::write(&settings, hooked(1)).expect("plant");
             std::thread::sleep(std::time::Duration::from_millis(2));
-            let b = entered_keeping(&s.journal, &s.place, &settings);
+            let b = entered_keeping(&s.journal, &s.place, &[&settings]);
             std::fs::write(&settings, hooked(2)).expect("plant");
             match how {
                 "first ends first" => {

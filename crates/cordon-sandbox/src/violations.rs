@@ -252,7 +252,7 @@ fn infer(line: &str, spec: &SandboxSpec, earlier: Option<&Path>) -> Option<Viola
     let denied = says(2) || NOT_WRITTEN.iter().any(|p| lower.contains(p));
     // A hidden path looks missing from inside (a credential store, `--deny-read`): the
     // command's "no such file" on one is a read the sandbox blocked, not a missing file.
-    let missing = lower.contains(MISSING);
+    let missing = lower.contains(MISSING) || lower.contains("does not exist");
     if !(read_only || denied || not_permitted || missing) {
         return None;
     }
@@ -268,6 +268,24 @@ fn infer(line: &str, spec: &SandboxSpec, earlier: Option<&Path>) -> Option<Viola
             "read",
             "hidden (a credential store, or --deny-read)".to_string(),
         ),
+        // The sandbox's /tmp is its own: what the host keeps there (a repository to clone, a
+        // file to read) is missing inside, unless it was given.
+        Some(p)
+            if missing
+                && p.starts_with("/tmp")
+                && !under(p, &spec.writable)
+                && !under(p, &spec.reopened)
+                && std::fs::symlink_metadata(p).is_ok() =>
+        {
+            (
+                "read",
+                format!(
+                    "the sandbox has a /tmp of its own, without the host's {}: give it with --allow-write {} (or keep it outside /tmp)",
+                    p.display(),
+                    p.display()
+                ),
+            )
+        }
         // Anywhere else a missing file is only missing.
         _ if !(read_only || denied || not_permitted) => return None,
         Some(p) if under(p, &spec.read_only) => (

@@ -77,6 +77,28 @@ fn a_run_without_a_network_says_so_once() {
     );
 }
 
+/// What the host keeps in its /tmp is missing in the sandbox's own /tmp: the run says so and
+/// how to give it, instead of leaving a bare "No such file or directory"; given with
+/// --allow-write, it is there.
+#[test]
+fn a_host_tmp_path_missing_inside_is_explained() {
+    let Some(sb) = Sandbox::new() else { return };
+    let host = tempfile::tempdir_in("/tmp").expect("temp dir under /tmp");
+    std::fs::write(host.path().join("f"), "from the host\n").expect("write");
+    let file = host.path().join("f");
+    let file = file.to_str().expect("utf-8");
+    let o = sb.run(&["cat", file]);
+    assert!(!o.status.success());
+    let said = stderr(&o);
+    assert!(
+        said.contains("a /tmp of its own") && said.contains("--allow-write"),
+        "{said}"
+    );
+    let dir = host.path().to_str().expect("utf-8");
+    let o = sb.run(&["--allow-write", dir, "cat", file]);
+    assert_eq!(stdout(&o), "from the host\n", "{}", stderr(&o));
+}
+
 /// A command that is not there is named as such, not as a failure of the sandbox.
 #[test]
 fn a_missing_command_is_named() {
