@@ -27,6 +27,8 @@ struct Ctx {
     remembered: Vec<(String, String)>,
     /// Objects and lists setup made, by dotted path: taken out again once empty.
     created: std::cell::RefCell<Vec<String>>,
+    /// What setup remembered adding and has taken out again while setting up.
+    forgotten: std::cell::RefCell<Vec<(String, String)>>,
 }
 
 impl Ctx {
@@ -61,6 +63,8 @@ pub struct FileEdit {
     pub after: Option<String>,
     /// What this edit adds that the user may also have had: `(array path, entry)`.
     added: Vec<(String, String)>,
+    /// What setup had added before and this edit takes out.
+    forgotten: Vec<(String, String)>,
 }
 
 impl FileEdit {
@@ -165,11 +169,19 @@ pub fn plan(
                     "hook claude-code",
                     ctx,
                 )?;
-                // Setups before the hook ran Bash in the sandbox switched Bash off; removing
-                // one of those takes that out too.
-                if ctx.remove {
-                    list_entry(doc, &["permissions", "deny"], "Bash", ctx)?;
-                }
+                // Setups before the hook ran Bash in the sandbox switched Bash off: setting up
+                // again or removing takes that denial out, where setup remembers adding it (a
+                // denial of the user's own stays).
+                let older = Ctx {
+                    remove: true,
+                    remembered: ctx.remembered.clone(),
+                    created: Default::default(),
+                    forgotten: Default::default(),
+                };
+                list_entry(doc, &["permissions", "deny"], "Bash", &older)?;
+                ctx.forgotten
+                    .borrow_mut()
+                    .push(("permissions.deny".into(), "Bash".into()));
                 match scope {
                     // cordon's MCP server decides its own calls: Claude Code need not ask too.
                     // A project's settings cannot grant that (Claude Code takes a project's
@@ -251,8 +263,9 @@ fn edit(
     let original_kept = remembered.iter().any(|(kind, _)| kind == ORIGINAL);
     let ctx = Ctx {
         remove,
-        remembered: if remove { remembered } else { Vec::new() },
+        remembered,
         created: Default::default(),
+        forgotten: Default::default(),
     };
     let mut added = Vec::new();
     let (mut after, emptied) = change(before.as_deref().unwrap_or_default(), &ctx, &mut added)?;
@@ -290,11 +303,13 @@ fn edit(
     let made_the_file = ctx
         .remembered
         .contains(&(CREATED.to_string(), String::new()));
+    let forgotten = ctx.forgotten.take();
     Ok(FileEdit {
         path: path.to_path_buf(),
         before,
         after: (!(remove && made_the_file && emptied)).then_some(after),
         added,
+        forgotten,
     })
 }
 
@@ -812,10 +827,11 @@ pub fn apply(edits: &[FileEdit], places: &Places, remove: bool) -> anyhow::Resul
         let path = record(places, &e.path);
         if remove {
             let _ = std::fs::remove_file(&path);
-        } else if !e.added.is_empty() {
+        } else if !e.added.is_empty() || !e.forgotten.is_empty() {
             std::fs::create_dir_all(&places.state)
                 .with_context(|| format!("{}: cannot make it", places.state.display()))?;
             let mut all = remembered(places, &e.path);
+            all.retain(|k| !e.forgotten.contains(k));
             all.extend(e.added.iter().cloned());
             all.sort();
             all.dedup();
@@ -934,6 +950,39 @@ mod tests {
         // The user's own Bash denial stays; what setup made goes; the file it made goes.
         assert_eq!(std::fs::read_to_string(&settings).expect("read"), original);
         assert!(!places.project.join(".mcp.json").exists());
+    }
+
+    /// A setup from before the hook ran Bash in cordon's sandbox denied Bash; setting up
+    /// again takes that denial out (Bash now runs, rewritten into the sandbox), and only that.
+    #[test]
+    fn setup_again_lifts_the_bash_denial_an_older_setup_added() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let places = places(dir.path());
+        let settings = places.project.join(".claude/settings.json");
+        std::fs::create_dir_all(settings.parent().expect("dir")).expect("mkdir");
+        std::fs::write(
+            &settings,
+            "{\"permissions\": {\"deny\": [\"WebFetch\", \"Bash\"]}}\n",
+        )
+        .expect("write");
+        std::fs::create_dir_all(&places.state).expect("mkdir");
+        let ledger = vec![("permissions.deny".to_string(), "Bash".to_string())];
+        std::fs::write(
+            record(&places, &settings),
+            serde_json::to_string(&ledger).expect("json"),
+        )
+        .expect("write");
+        setup(&places, Agent::ClaudeCode, false);
+        assert_eq!(read(&settings)["permissions"]["deny"], json!(["WebFetch"]));
+        // Forgotten too: a Bash denial the user adds later is theirs, and removal keeps it.
+        let mut v = read(&settings);
+        v["permissions"]["deny"] = json!(["WebFetch", "Bash"]);
+        std::fs::write(&settings, v.to_string()).expect("write");
+        setup(&places, Agent::ClaudeCode, true);
+        assert_eq!(
+            read(&settings)["permissions"]["deny"],
+            json!(["WebFetch", "Bash"])
+        );
     }
 
     /// What setup made, --remove takes out again, the file included.
