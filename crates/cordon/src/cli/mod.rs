@@ -106,7 +106,7 @@ enum Command {
     #[cfg(unix)]
     Mcp(Box<mcp::McpArgs>),
     /// An interactive shell for a person: each line is checked by the policy (asking when it
-    /// says ask_user) and runs in the sandbox; Ctrl-C cancels the command, `exit` leaves.
+    /// says ask_user) and runs in the sandbox; Ctrl-C reaches the command, `exit` leaves.
     #[cfg(unix)]
     Shell(Box<shell::ShellArgs>),
     /// cordon's egress proxy on its own (HTTP and SOCKS5 on each address), for containers
