@@ -400,6 +400,141 @@ fn a_foreign_settings_file_applies_to_a_run_directly() {
     assert!(!stdout(&o).contains("s3cret"), "{}", stdout(&o));
 }
 
+/// Codex 0.138+ writes `default_permissions` and `[permissions.<name>]` instead of
+/// `sandbox_mode`; a profile extends another, down to a built-in.
+#[test]
+fn codex_permission_profiles_carry_over_through_what_they_extend() {
+    let (t, text) = import("codex-profiles.toml");
+    assert_eq!(
+        list(&t, "filesystem", "allow_write"),
+        ["/var/tmp/codex-cache", "/var/tmp/other-project"],
+        "a `/**` subtree and an extra workspace root are writable; a root set false is not"
+    );
+    assert_eq!(
+        list(&t, "filesystem", "deny_write"),
+        [
+            "/var/tmp/codex-cache/pinned",
+            "docs",
+            "/var/tmp/other-project/docs"
+        ],
+        "`read` below a writable place is read-only, in every workspace root"
+    );
+    assert_eq!(
+        list(&t, "filesystem", "deny_read"),
+        [
+            "**/*.env",
+            "/var/tmp/other-project/**/*.env",
+            "~/.config/gh"
+        ],
+        "`none` hides, and the parent profile's entries come along"
+    );
+    assert_eq!(
+        list(&t, "network", "allow_domains"),
+        ["*.pypi.org", "github.com"]
+    );
+    assert_eq!(list(&t, "network", "deny_domains"), ["paste.example"]);
+    assert!(
+        text.contains("not carried over: [permissions.project-edit.network] proxy_url"),
+        "{text}"
+    );
+
+    // Broken profiles are named with what to write instead, and the file.
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("config.toml");
+    for (body, says) in [
+        ("default_permissions = \"nope\"\n", "no [permissions.nope]"),
+        (
+            "default_permissions = \"a\"\n[permissions.a]\nextends = \"b\"\n[permissions.b]\nextends = \"a\"\n",
+            "in a circle: a -> b -> a",
+        ),
+        (
+            "default_permissions = \"a\"\n[permissions.a.filesystem]\n\"/x\" = \"rw\"\n",
+            "\"read\", \"write\" or \"none\"",
+        ),
+        (
+            "default_permissions = \"a\"\n[permissions.a.filesystem]\n\"relative\" = \"read\"\n",
+            "is absolute, starts with ~/",
+        ),
+        (
+            "default_permissions = \"a\"\n[permissions.a.filesystem]\n\"/x/*.log\" = \"write\"\n",
+            "a pattern may only deny",
+        ),
+    ] {
+        std::fs::write(&path, body).expect("write");
+        let o = Command::new(common::cordon_bin())
+            .arg("import")
+            .arg(&path)
+            .output()
+            .expect("import");
+        assert_eq!(o.status.code(), Some(2), "{body}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(says) && stderr(&o).contains("config.toml"),
+            "{body}: {}",
+            stderr(&o)
+        );
+    }
+    // Codex takes the older settings over a profile when both are written, and so does cordon.
+    std::fs::write(
+        &path,
+        "sandbox_mode = \"read-only\"\ndefault_permissions = \":workspace\"\n",
+    )
+    .expect("write");
+    let o = Command::new(common::cordon_bin())
+        .arg("import")
+        .arg(&path)
+        .output()
+        .expect("import");
+    assert!(
+        stdout(&o).contains("deny_write = [\".\"]")
+            && stdout(&o).contains("default_permissions: ignored, as Codex ignores it"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// A profile read with `--settings` holds in a real run: what it hides cannot be read and
+/// what it keeps read-only cannot be changed, while the rest of the workspace stays writable.
+#[test]
+fn a_codex_permission_profile_applies_to_a_run() {
+    let Some(sb) = Sandbox::new() else { return };
+    let l = Layers::new(&sb);
+    std::fs::create_dir_all(sb.ws.join("docs")).expect("mkdir");
+    std::fs::write(sb.ws.join("docs/guide.md"), "guide").expect("write");
+    std::fs::write(sb.ws.join("prod.env"), "TOKEN=codex-profile-secret").expect("write");
+    let config = sb.outside.join("config.toml");
+    std::fs::write(
+        &config,
+        "default_permissions = \"edit\"\n\
+         [permissions.edit]\nextends = \":workspace\"\n\
+         [permissions.edit.filesystem.\":workspace_roots\"]\n\"docs\" = \"read\"\n\"*.env\" = \"none\"\n",
+    )
+    .expect("write");
+    let o = l.run(
+        &sb,
+        &[
+            &format!("--settings={}", config.display()),
+            "-c",
+            "cat prod.env; echo changed > docs/guide.md; echo made > notes.txt; echo ran",
+        ],
+    );
+    assert!(stdout(&o).contains("ran"), "{}", stderr(&o));
+    assert!(
+        !stdout(&o).contains("codex-profile-secret"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.ws.join("docs/guide.md")).expect("read"),
+        "guide",
+        "docs/ is read-only under the profile"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.ws.join("notes.txt")).expect("read"),
+        "made\n",
+        "the rest of the workspace stays writable"
+    );
+}
+
 #[test]
 fn tool_settings_in_cordon_toml_reach_the_policy() {
     let Some(sb) = Sandbox::new() else { return };

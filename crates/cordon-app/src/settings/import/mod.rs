@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+mod codex;
+
 use super::file::{
     FilesystemTable, IgnoreRule, NetworkTable, PolicyTable, SandboxTable, SettingsFile,
 };
@@ -69,9 +71,9 @@ pub fn import(path: &Path) -> anyhow::Result<Imported> {
     }
     let table: toml::Table = toml::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{}: neither JSON nor TOML: {e}", path.display()))?;
-    if table.contains_key("sandbox_mode") || table.contains_key("sandbox_workspace_write") {
+    if codex::is_codex(&table) {
         let mut out = Importer::new(path);
-        out.codex(&table);
+        out.codex(&table)?;
         return Ok(out.done(Format::Codex));
     }
     Ok(Imported {
@@ -364,48 +366,6 @@ impl Importer {
             _ => self.skip(format!(
                 "permissions.{decision} {rule:?}: no cordon equivalent"
             )),
-        }
-    }
-
-    fn codex(&mut self, table: &toml::Table) {
-        match table.get("sandbox_mode").and_then(|v| v.as_str()) {
-            Some("workspace-write") | None => {}
-            Some("read-only") => {
-                push(&mut self.fs().deny_write, ".".into());
-                self.skip("sandbox_mode = \"read-only\": carried as filesystem.deny_write = [\".\"] (the working directory read-only); the run's private /tmp stays writable");
-            }
-            Some("danger-full-access") => {
-                self.sandbox().enabled = Some(false);
-                self.skip("sandbox_mode = \"danger-full-access\": carried as sandbox.enabled = false, so exec, shell and mcp run commands outside the sandbox; `cordon run` itself still sandboxes");
-            }
-            Some(other) => self.skip(format!(
-                "sandbox_mode = {other:?}: not a Codex mode cordon knows"
-            )),
-        }
-        let Some(ww) = table
-            .get("sandbox_workspace_write")
-            .and_then(|v| v.as_table())
-        else {
-            return;
-        };
-        for root in ww
-            .get("writable_roots")
-            .and_then(|v| v.as_array())
-            .into_iter()
-            .flatten()
-            .filter_map(|v| v.as_str())
-        {
-            push(&mut self.fs().allow_write, root.to_string());
-        }
-        if ww.get("network_access").and_then(|v| v.as_bool()) == Some(true) {
-            self.skip("sandbox_workspace_write.network_access = true: cordon reaches only listed hosts; name them in network.allow_domains (or run with --network host)");
-        }
-        for key in ["exclude_tmpdir_env_var", "exclude_slash_tmp"] {
-            if ww.get(key).and_then(|v| v.as_bool()) == Some(true) {
-                self.skip(format!(
-                    "sandbox_workspace_write.{key}: cordon gives each run a private /tmp and TMPDIR"
-                ));
-            }
         }
     }
 
