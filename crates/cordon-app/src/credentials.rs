@@ -109,7 +109,7 @@ pub const STORES: &[Store] = &[
     },
     Store {
         name: "cargo",
-        what: "crates.io tokens",
+        what: "cargo registry tokens",
         hidden: &["~/.cargo/credentials", "~/.cargo/credentials.toml"],
         shown: &[],
     },

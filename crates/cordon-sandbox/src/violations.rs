@@ -533,13 +533,13 @@ mod tests {
                 None,
             ),
             (
-                "npm error request to https://registry.npmjs.org/x failed, reason: getaddrinfo \
-                 EAI_AGAIN registry.npmjs.org",
-                Some("registry.npmjs.org"),
+                "npm error request to https://registry.example/x failed, reason: getaddrinfo \
+                 EAI_AGAIN registry.example",
+                Some("registry.example"),
             ),
             (
-                "  Could not resolve host: index.crates.io",
-                Some("index.crates.io"),
+                "  Could not resolve host: index.example",
+                Some("index.example"),
             ),
             (
                 "ssh: Could not resolve hostname github.com: Temporary failure in name resolution",

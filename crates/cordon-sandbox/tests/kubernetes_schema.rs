@@ -3,6 +3,10 @@
 //! full `PodSpec`. A plain `Pod`'s spec is checked against the same `PodSpec` schema. Without
 //! the schemas the tests skip, saying so (a failure where `CORDON_TEST_NO_SKIP` is set).
 
+// The harness of cordon's own test binaries: a test that skips shows as ignored, with why.
+#[path = "../../cordon/tests/common/harness.rs"]
+mod harness;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -10,23 +14,17 @@ use cordon_sandbox::kubernetes::{Kind, Loosen, Manifests, Options, Workspace, re
 use cordon_sandbox::{Limits, NetworkMode, ProxyEndpoint, SandboxSpec};
 use serde_json::{Value, json};
 
-fn crds() -> Option<PathBuf> {
+fn crds() -> PathBuf {
     let dir = std::env::var_os("CORDON_K8S_CRDS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/k8s"));
-    if dir.join("agents.x-k8s.io_sandboxes.yaml").is_file() {
-        return Some(dir);
+    if !dir.join("agents.x-k8s.io_sandboxes.yaml").is_file() {
+        harness::skip(format!(
+            "agent-sandbox's CRDs are not at {} (set CORDON_K8S_CRDS)",
+            dir.display()
+        ));
     }
-    let why = format!(
-        "agent-sandbox's CRDs are not at {} (set CORDON_K8S_CRDS)",
-        dir.display()
-    );
-    assert!(
-        std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
-        "{why} (CORDON_TEST_NO_SKIP is set)"
-    );
-    eprintln!("kubernetes schema tests skipped: {why}");
-    None
+    dir
 }
 
 /// The `openAPIV3Schema` of `version` in the CRD file `name`.
@@ -178,9 +176,8 @@ fn variants() -> Vec<(String, Manifests)> {
         .collect()
 }
 
-#[test]
 fn every_rendered_object_fits_agent_sandboxs_schema() {
-    let Some(dir) = crds() else { return };
+    let dir = crds();
     let sandbox = schema(&dir, "agents.x-k8s.io_sandboxes.yaml", "v1beta1");
     let template = schema(
         &dir,
@@ -216,9 +213,8 @@ fn every_rendered_object_fits_agent_sandboxs_schema() {
 
 /// The validator does refuse what does not fit: a Sandbox with a shutdown policy the schema
 /// does not list, and a pod whose container lacks its name.
-#[test]
 fn the_schema_check_refuses_what_does_not_fit() {
-    let Some(dir) = crds() else { return };
+    let dir = crds();
     let sandbox = schema(&dir, "agents.x-k8s.io_sandboxes.yaml", "v1beta1");
     let (_, m) = variants().remove(0);
     let mut bad = m.objects[0].clone();
@@ -230,4 +226,20 @@ fn the_schema_check_refuses_what_does_not_fit() {
         .expect("a container")
         .remove("name");
     assert!(!problems(&sandbox, &bad).is_empty());
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        include_str!("kubernetes_schema.rs"),
+        harness::listed(&[
+            (
+                "every_rendered_object_fits_agent_sandboxs_schema",
+                every_rendered_object_fits_agent_sandboxs_schema,
+            ),
+            (
+                "the_schema_check_refuses_what_does_not_fit",
+                the_schema_check_refuses_what_does_not_fit,
+            ),
+        ]),
+    )
 }

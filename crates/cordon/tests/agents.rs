@@ -16,33 +16,19 @@ use serde_json::{Value, json};
 
 mod common;
 
-fn skip(why: &str) {
-    assert!(
-        std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
-        "{why} (CORDON_TEST_NO_SKIP is set)"
-    );
-    eprintln!("agent tests skipped: {why}");
-}
-
 /// An agent's program, from the variable `var` (npm's `package` installs it).
-fn agent(var: &str, package: &str) -> Option<PathBuf> {
+fn agent(var: &str, package: &str) -> PathBuf {
     match std::env::var_os(var).map(PathBuf::from) {
-        Some(p) if p.is_file() => Some(p),
-        Some(p) => {
-            skip(&format!("{var}={} is not a file", p.display()));
-            None
-        }
-        None => {
-            skip(&format!(
-                "{var} is not set (npm install {package}; .ci/run does)"
-            ));
-            None
-        }
+        Some(p) if p.is_file() => p,
+        Some(p) => common::skip(format!("{var}={} is not a file", p.display())),
+        None => common::skip(format!(
+            "{var} is not set (npm install {package}; .ci/run does)"
+        )),
     }
 }
 
 /// Claude Code's `claude`, from `CORDON_CLAUDE`.
-fn claude() -> Option<PathBuf> {
+fn claude() -> PathBuf {
     agent("CORDON_CLAUDE", "@anthropic-ai/claude-code")
 }
 
@@ -446,11 +432,8 @@ impl Project {
 /// Through the hook: Claude Code's own Bash tool runs `ls` once cordon allows it, and its
 /// output reaches the model; `git push --force` is refused, and the model reads cordon's
 /// reason. Where Claude Code will not ask (`dontAsk`), cordon's ask is a denial as well.
-#[test]
 fn claude_codes_bash_calls_are_decided_by_the_hook() {
-    let Some(claude) = claude() else {
-        return;
-    };
+    let claude = claude();
     let project = Project::new();
 
     let model = ScriptedModel::start("ls -a");
@@ -490,11 +473,8 @@ fn claude_codes_bash_calls_are_decided_by_the_hook() {
 /// `dontAsk`) as well as the default: the model asks to read the user's SSH key and to switch
 /// the project's hooks off. The key never reaches the model server, and the settings file is
 /// never written: both are denials, not questions Claude Code could answer itself.
-#[test]
 fn claude_code_cannot_read_keys_or_switch_cordon_off_in_any_mode() {
-    let Some(claude) = claude() else {
-        return;
-    };
+    let claude = claude();
     let project = Project::new();
     let key = project.home.join(".ssh/id_ed25519");
     std::fs::create_dir_all(key.parent().expect("parent")).expect("mkdir");
@@ -535,11 +515,8 @@ fn claude_code_cannot_read_keys_or_switch_cordon_off_in_any_mode() {
 /// server). A write in the workspace lands and the result reaches the model; a write outside
 /// it is stopped by the sandbox, the host keeps nothing, and the model reads what was blocked.
 /// The server's policy is yolo here, so that what stops the second write is the sandbox.
-#[test]
 fn claude_code_runs_commands_in_cordons_sandbox_through_mcp() {
-    let Some(claude) = claude() else {
-        return;
-    };
+    let claude = claude();
     let project = Project::with_hook(false);
     let (_outside, target, outside_call) = write_outside();
     let mcp = json!({"mcpServers": {"cordon": {"command": env!("CARGO_BIN_EXE_cordon"),
@@ -661,11 +638,8 @@ fn shell(tool: &str, command: &str) -> Call {
 /// Through Gemini CLI's BeforeTool hook: its own shell tool runs `ls` once cordon lets it
 /// through, and the output reaches the model; `git push --force` is blocked and the model
 /// reads cordon's reason. With `--yolo` the hook is the only thing that stops the push.
-#[test]
 fn gemini_clis_shell_calls_are_decided_by_the_hook() {
-    let Some(gemini) = agent("CORDON_GEMINI", "@google/gemini-cli") else {
-        return;
-    };
+    let gemini = agent("CORDON_GEMINI", "@google/gemini-cli");
     let project = GeminiProject::new(
         gemini,
         json!({"hooks": {"BeforeTool": [{"matcher": ".*", "hooks": [{"type": "command",
@@ -692,11 +666,8 @@ fn gemini_clis_shell_calls_are_decided_by_the_hook() {
 /// Through MCP: Gemini CLI calls cordon's `run_shell_command` (`mcp_cordon_run_shell_command`
 /// to it). A write in the workspace lands and its output reaches the model; a write outside
 /// is stopped by the sandbox, and the model reads what was blocked.
-#[test]
 fn gemini_cli_runs_commands_in_cordons_sandbox_through_mcp() {
-    let Some(gemini) = agent("CORDON_GEMINI", "@google/gemini-cli") else {
-        return;
-    };
+    let gemini = agent("CORDON_GEMINI", "@google/gemini-cli");
     let project = GeminiProject::new(
         gemini,
         json!({"mcpServers": {"cordon": {"command": env!("CARGO_BIN_EXE_cordon"),
@@ -746,11 +717,8 @@ fn cordon_setup_with(dir: &Path, home: &Path, args: &[&str], vars: &[(&str, &str
 /// nothing; then Claude Code keeps its own Bash tool, whose commands run in cordon's sandbox,
 /// and what a model tries against it fails in the default mode and in `bypassPermissions`,
 /// headless ([`play_attacks`]); `--remove` leaves the settings as they were.
-#[test]
 fn cordon_setup_wires_claude_code_and_remove_undoes_it() {
-    let Some(claude) = claude() else {
-        return;
-    };
+    let claude = claude();
     let project = Project::with_hook(false);
     let settings = project.dir.join(".claude/settings.json");
     let original = "{\n  \"includeCoAuthoredBy\": false\n}\n";
@@ -811,11 +779,8 @@ fn cordon_setup_wires_claude_code_and_remove_undoes_it() {
 /// ([`play_attacks`]); its other tools go through the hook (a fetch, which cordon's policy
 /// would ask about, is refused with cordon's reason), and cordon's MCP server runs commands;
 /// `--remove` leaves the settings as they were.
-#[test]
 fn cordon_setup_wires_gemini_cli_and_remove_undoes_it() {
-    let Some(gemini) = agent("CORDON_GEMINI", "@google/gemini-cli") else {
-        return;
-    };
+    let gemini = agent("CORDON_GEMINI", "@google/gemini-cli");
     let project = GeminiProject::new(gemini, json!({}));
     let settings = project.home.join(".gemini/settings.json");
     // The user's own settings, as GeminiProject wrote them.
@@ -932,7 +897,7 @@ impl CodexProject {
     }
 }
 
-fn codex() -> Option<PathBuf> {
+fn codex() -> PathBuf {
     agent("CORDON_CODEX", "@openai/codex")
 }
 
@@ -949,11 +914,8 @@ fn codex_output(results: &[Value]) -> String {
 /// the output reaches the model; `git push --force` is blocked and the model reads cordon's
 /// reason; a patch that adds a file outside the workspace is blocked, and the host keeps
 /// nothing.
-#[test]
 fn codexs_shell_calls_are_decided_by_the_hook() {
-    let Some(codex) = codex() else {
-        return;
-    };
+    let codex = codex();
     let config = format!(
         "[[hooks.PreToolUse]]\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"{} hook codex\"\n",
         env!("CARGO_BIN_EXE_cordon")
@@ -986,11 +948,8 @@ fn codexs_shell_calls_are_decided_by_the_hook() {
 /// Through MCP: Codex calls cordon's `run_shell_command` (in its `mcp__cordon` namespace). A
 /// write in the workspace lands and its output reaches the model; a write outside is stopped
 /// by the sandbox, and the model reads what was blocked.
-#[test]
 fn codex_runs_commands_in_cordons_sandbox_through_mcp() {
-    let Some(codex) = codex() else {
-        return;
-    };
+    let codex = codex();
     let config = format!(
         "[mcp_servers.cordon]\ncommand = \"{}\"\nargs = [\"mcp\", \"--mode\", \"yolo\"]\ndefault_tools_approval_mode = \"approve\"\n",
         env!("CARGO_BIN_EXE_cordon")
@@ -1014,11 +973,8 @@ fn codex_runs_commands_in_cordons_sandbox_through_mcp() {
 /// then Codex offers no shell of its own, cordon's MCP server runs commands (its tools pass
 /// the hook, which leaves them to `cordon mcp`), and `--remove` leaves the file as it was to
 /// the byte.
-#[test]
 fn cordon_setup_wires_codex_and_remove_undoes_it() {
-    let Some(codex) = codex() else {
-        return;
-    };
+    let codex = codex();
     let original = "# the user's own\nmodel_reasoning_effort = \"low\"\n\n[features]\nweb_search_request = false\n";
     let project = CodexProject::new(codex, original);
     let config = project.home.join(".codex/config.toml");
@@ -1148,11 +1104,8 @@ fn assert_untouched(bashrc: &Path, said: &str) {
 /// Under `cordon run --agent AGENT`, each agent whole: it still reaches its (scripted) model,
 /// through cordon's proxy, and runs the model's shell call; the call's write to `~/.bashrc`
 /// fails, the model reads that it did, and the file is as it was.
-#[test]
 fn claude_code_runs_whole_inside_cordon() {
-    let Some(claude) = claude() else {
-        return;
-    };
+    let claude = claude();
     let project = Project::with_hook(false);
     let (bashrc, attack) = bashrc_stays(&project.home);
     let model = ScriptedModel::start(attack);
@@ -1170,11 +1123,8 @@ fn claude_code_runs_whole_inside_cordon() {
     assert_untouched(&bashrc, &results[0]["content"].to_string());
 }
 
-#[test]
 fn gemini_cli_runs_whole_inside_cordon() {
-    let Some(gemini) = agent("CORDON_GEMINI", "@google/gemini-cli") else {
-        return;
-    };
+    let gemini = agent("CORDON_GEMINI", "@google/gemini-cli");
     let project = GeminiProject::new(gemini, json!({}));
     let (bashrc, attack) = bashrc_stays(&project.home);
     let results = project.run_in(Some("gemini-cli"), shell("run_shell_command", attack));
@@ -1182,11 +1132,8 @@ fn gemini_cli_runs_whole_inside_cordon() {
     assert_untouched(&bashrc, &results[0]["response"].to_string());
 }
 
-#[test]
 fn codex_runs_whole_inside_cordon() {
-    let Some(codex) = codex() else {
-        return;
-    };
+    let codex = codex();
     let project = CodexProject::new(codex, "");
     let (bashrc, attack) = bashrc_stays(&project.home);
     let results = project.run_in(
@@ -1232,11 +1179,8 @@ fn nothing_planted_outlives_the_run(
     );
 }
 
-#[test]
 fn claude_code_in_cordon_leaves_nothing_for_its_next_start() {
-    let Some(claude) = claude() else {
-        return;
-    };
+    let claude = claude();
     let project = Project::with_hook(false);
     let settings = project.home.join(".claude/settings.json");
     std::fs::create_dir_all(settings.parent().expect("parent")).expect("mkdir");
@@ -1287,11 +1231,8 @@ fn claude_code_in_cordon_leaves_nothing_for_its_next_start() {
     );
 }
 
-#[test]
 fn codex_in_cordon_leaves_nothing_for_its_next_start() {
-    let Some(codex) = codex() else {
-        return;
-    };
+    let codex = codex();
     let project = CodexProject::new(codex, "model_reasoning_effort = \"low\"\n");
     let settings = project.home.join(".codex/config.toml");
     let planted = project.dir.parent().expect("parent").join("PLANTED");
@@ -1327,11 +1268,8 @@ fn codex_in_cordon_leaves_nothing_for_its_next_start() {
 /// a terminal as a person uses it: a prompt typed there reaches the scripted model, its `ls`
 /// runs and the answer is shown; a resized window is drawn again; Ctrl-C twice leaves it, with
 /// status 0, and the terminal is as usable as before.
-#[test]
 fn claude_codes_terminal_interface_works_inside_cordon() {
-    let Some(claude) = claude() else {
-        return;
-    };
+    let claude = claude();
     let project = Project::with_hook(false);
     // The interface draws with cursor moves between words: single words are looked for.
     // What Claude Code's first run asks once (and keeps in ~/.claude.json, which it cannot
@@ -1518,3 +1456,23 @@ fn play_attacks(dirs: &Dirs, shell: &str, write: &str, mode: &str, session: Sess
     );
     std::fs::remove_file(dirs.dir.join("notes.txt")).expect("rm");
 }
+
+common::tests!(
+    "agents.rs":
+    claude_codes_bash_calls_are_decided_by_the_hook,
+    claude_code_cannot_read_keys_or_switch_cordon_off_in_any_mode,
+    claude_code_runs_commands_in_cordons_sandbox_through_mcp,
+    gemini_clis_shell_calls_are_decided_by_the_hook,
+    gemini_cli_runs_commands_in_cordons_sandbox_through_mcp,
+    cordon_setup_wires_claude_code_and_remove_undoes_it,
+    cordon_setup_wires_gemini_cli_and_remove_undoes_it,
+    codexs_shell_calls_are_decided_by_the_hook,
+    codex_runs_commands_in_cordons_sandbox_through_mcp,
+    cordon_setup_wires_codex_and_remove_undoes_it,
+    claude_code_runs_whole_inside_cordon,
+    gemini_cli_runs_whole_inside_cordon,
+    codex_runs_whole_inside_cordon,
+    claude_code_in_cordon_leaves_nothing_for_its_next_start,
+    codex_in_cordon_leaves_nothing_for_its_next_start,
+    claude_codes_terminal_interface_works_inside_cordon,
+);

@@ -1,5 +1,7 @@
 //! What a user sees from `cordon check` and `cordon policy …`: output, error text, exit codes.
 
+mod common;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -99,7 +101,6 @@ fn json(o: &Output) -> Value {
 
 const RM_DENY: &str = "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"rm\"\ndecision = \"deny\"\npriority = 100\ndenyMessage = \"no deleting\"\n";
 
-#[test]
 fn check_prints_decision_rule_and_reason() {
     let env = Env::new();
     env.write("policies/p.toml", RM_DENY);
@@ -137,7 +138,6 @@ fn check_prints_decision_rule_and_reason() {
 
 /// A shell command given as it is typed, as one string or as words after `--`, is decided as
 /// the shell tool's call; words keep their boundaries (`'a; rm -rf ~'` stays one argument).
-#[test]
 fn check_takes_a_shell_command_as_typed() {
     let env = Env::new();
     env.write("policies/p.toml", RM_DENY);
@@ -162,7 +162,6 @@ fn check_takes_a_shell_command_as_typed() {
 
 /// The reason names the part that made the decision: the shell a download is piped into,
 /// not the download; the redirection that made a read-only command a write.
-#[test]
 fn the_reason_names_the_part_that_decided() {
     let env = Env::new();
     let reason = |line: &str| {
@@ -181,7 +180,6 @@ fn the_reason_names_the_part_that_decided() {
     );
 }
 
-#[test]
 fn bad_calls_exit_2_with_a_message() {
     let env = Env::new();
     let cases: &[(&[&str], &str)] = &[
@@ -224,7 +222,6 @@ fn bad_calls_exit_2_with_a_message() {
     assert_bad_calls(&env, cases);
 }
 
-#[test]
 fn a_policy_that_does_not_load_stops_check_and_names_the_place() {
     let env = Env::new();
     env.write(
@@ -251,7 +248,6 @@ fn a_policy_that_does_not_load_stops_check_and_names_the_place() {
     assert!(stdout(&o).is_empty());
 }
 
-#[test]
 fn lint_lists_every_problem_with_kind_and_place() {
     let env = Env::new();
     env.write(
@@ -285,7 +281,6 @@ fn lint_lists_every_problem_with_kind_and_place() {
     assert!(stdout(&o).contains("1 rule(s) loaded; 0 error(s), 0 warning(s)"));
 }
 
-#[test]
 fn jsonl_answers_every_line_in_order_even_bad_ones() {
     let env = Env::new();
     let input = concat!(
@@ -326,7 +321,6 @@ fn jsonl_answers_every_line_in_order_even_bad_ones() {
     assert_eq!(lines[4]["decision"], "allow");
 }
 
-#[test]
 fn jsonl_survives_oversized_and_non_utf8_lines() {
     let env = Env::new();
     let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
@@ -374,7 +368,6 @@ fn jsonl_survives_oversized_and_non_utf8_lines() {
     );
 }
 
-#[test]
 fn explain_shows_every_matching_rule_and_the_winner() {
     let env = Env::new();
     env.write("policies/p.toml", "[[rule]]\nname = \"my git\"\ntoolName = \"run_shell_command\"\ncommandPrefix = \"git\"\ndecision = \"allow\"\npriority = 7\n");
@@ -418,7 +411,6 @@ fn explain_shows_every_matching_rule_and_the_winner() {
     );
 }
 
-#[test]
 fn remember_keeps_an_always_allow_answer() {
     let env = Env::new();
     let dir = env.path("policies");
@@ -496,16 +488,9 @@ fn chmod(p: &Path, mode: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
-#[test]
 fn admin_policies_in_a_directory_others_can_write_are_refused() {
     if !is_root() {
-        let why = "admin_policies_in_a_directory_others_can_write_are_refused: skipped: needs root to own the admin directory";
-        assert!(
-            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
-            "{why}, and CORDON_TEST_NO_SKIP is set"
-        );
-        eprintln!("{why}");
-        return;
+        common::skip("needs root to own the admin directory");
     }
     let env = Env::new();
     env.write(
@@ -555,7 +540,6 @@ fn admin_policies_in_a_directory_others_can_write_are_refused() {
     );
 }
 
-#[test]
 fn untrusted_workspace_allows_are_reported_not_silently_dropped() {
     let env = Env::new();
     env.write(
@@ -592,7 +576,6 @@ fn untrusted_workspace_allows_are_reported_not_silently_dropped() {
     assert_eq!(json(&o)["decision"], "allow");
 }
 
-#[test]
 fn defaults_are_printed_for_people_to_read() {
     let env = Env::new();
     let o = env.cordon(&["policy", "defaults"], None);
@@ -604,7 +587,6 @@ fn defaults_are_printed_for_people_to_read() {
     );
 }
 
-#[test]
 fn bad_run_flags_exit_2_naming_the_flag() {
     let env = Env::new();
     let cases: &[(&[&str], &str)] = &[
@@ -638,7 +620,6 @@ fn bad_run_flags_exit_2_naming_the_flag() {
     assert_bad_calls(&env, cases);
 }
 
-#[test]
 fn bad_or_too_broad_run_patterns_exit_2_naming_the_flag_and_pattern() {
     let env = Env::new();
     // One more match than a pattern may expand to.
@@ -710,7 +691,6 @@ fn as_macos_sees(p: &Path) -> String {
     text
 }
 
-#[test]
 fn seatbelt_dry_run_prints_the_profile_and_the_sandbox_exec_command_on_any_os() {
     let env = Env::new();
     let o = env.cordon(
@@ -751,7 +731,6 @@ fn seatbelt_dry_run_prints_the_profile_and_the_sandbox_exec_command_on_any_os() 
     assert!(!ws.join("hi").exists());
 }
 
-#[test]
 fn seatbelt_dry_run_uses_named_profiles_and_the_users_own_file() {
     let env = Env::new();
     let o = env.cordon(
@@ -792,7 +771,6 @@ fn seatbelt_dry_run_uses_named_profiles_and_the_users_own_file() {
     assert!(argv.iter().any(|a| a.starts_with("-DCWD=")), "{argv:?}");
 }
 
-#[test]
 fn linux_dry_run_prints_the_spec_as_json() {
     let env = Env::new();
     let o = env.cordon(
@@ -805,7 +783,6 @@ fn linux_dry_run_prints_the_spec_as_json() {
     assert_eq!(spec["network"], "none");
 }
 
-#[test]
 fn bad_backend_calls_exit_2_and_say_what_to_do() {
     let env = Env::new();
     let mut cases: Vec<(&[&str], &str)> = vec![
@@ -888,7 +865,6 @@ fn claude_input(env: &Env, tool: &str, input: Value, mode: &str) -> String {
 /// the sandbox. Where nobody will answer (`bypassPermissions`), an ask the defaults made runs
 /// contained (`--headless contain`), one a policy of the user's made is denied, and with
 /// `--headless deny` every ask is denied. A credential read is denied, not rewritten.
-#[test]
 fn the_hook_runs_the_agents_shell_commands_in_cordons_sandbox() {
     let env = Env::in_dir(Path::new("/var/tmp"));
     let hook = |agent: &str, extra: &[&str], input: String| -> Value {
@@ -1053,7 +1029,6 @@ fn claude_hook(env: &Env, tool: &str, input: Value, mode: &str) -> (String, Stri
 /// `cordon hook claude-code` answers each call in Claude Code's format, with cordon's policy:
 /// a read-only command is allowed, a force push asked about (refused where Claude Code will
 /// not ask), a write outside the workspace denied with the reason the model sees.
-#[test]
 fn the_claude_code_hook_answers_in_claudes_format() {
     let env = Env::new();
     let decide = |tool: &str, input: Value, mode: &str| claude_hook(&env, tool, input, mode);
@@ -1120,7 +1095,6 @@ fn the_claude_code_hook_answers_in_claudes_format() {
 
 /// Gemini CLI's BeforeTool hook: its tools already carry cordon's names; a denial is
 /// `{"decision": "deny"}`, and an ask too, since its hooks cannot ask a person.
-#[test]
 fn the_gemini_cli_hook_denies_what_it_cannot_ask_about() {
     let env = Env::new();
     let decide = |command: &str| -> Value {
@@ -1148,7 +1122,6 @@ fn the_gemini_cli_hook_denies_what_it_cannot_ask_about() {
 /// Input the hook cannot read, an event it does not answer, and a policy that does not load
 /// are refused: exit status 2 (the agents' "blocked"), the reason on standard error, nothing
 /// on standard output that an agent could read as an answer.
-#[test]
 fn the_hook_refuses_what_it_cannot_decide() {
     let env = Env::new();
     let refused = |args: &[&str], input: &str, says: &str| {
@@ -1201,7 +1174,6 @@ fn the_hook_refuses_what_it_cannot_decide() {
 /// `cordon mcp --backend kubernetes --dry-run` prints the pod the whole server runs in: the
 /// image's cordon as the worker behind the gate, knowing its pod by name, with the user's
 /// policy files from a ConfigMap at the paths the launcher read them from.
-#[test]
 fn mcp_on_a_cluster_serves_from_a_pod_with_the_launchers_policy() {
     let env = Env::new();
     let rule = "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"rm\"\ndecision = \"deny\"\npriority = 100\n";
@@ -1268,7 +1240,6 @@ fn mcp_on_a_cluster_serves_from_a_pod_with_the_launchers_policy() {
 /// A pod gets the entries of the shared allowlist that mean the same in an image, never this
 /// machine's whole environment: not its PATH, not a variable the list lacks, not a
 /// credential (a proxy URL naming a user).
-#[test]
 fn a_pod_gets_the_allowlist_not_this_machines_environment() {
     let env = Env::new();
     let o = Command::new(env!("CARGO_BIN_EXE_cordon"))
@@ -1300,7 +1271,6 @@ fn a_pod_gets_the_allowlist_not_this_machines_environment() {
 /// in cordon-sandbox check their content); without --dry-run it says the cluster client is not
 /// built and runs nothing; what a pod cannot express, and kubernetes flags on another backend,
 /// are refused by name.
-#[test]
 fn kubernetes_dry_run_prints_manifests_and_refuses_the_rest() {
     let env = Env::new();
     let run = |extra: &[&str]| {
@@ -1491,7 +1461,6 @@ fn kubernetes_dry_run_prints_manifests_and_refuses_the_rest() {
 /// Reading a credential store is refused in every mode, whatever rule allows reading (the
 /// defaults allow it everywhere), by its path however it is written; what is not secret
 /// beside it is not; the user's settings may expose a store by name, a project's may not.
-#[test]
 fn credential_stores_are_refused_to_every_tool() {
     let env = Env::new();
     env.write("home/.ssh/id_rsa", "KEY");
@@ -1608,7 +1577,6 @@ fn credential_stores_are_refused_to_every_tool() {
 /// Through the agents' hooks, in the modes where nobody is asked: a credential read is denied
 /// (not asked), by any of the agent's tools; a tool of a server merely named like cordon's is
 /// decided like any other, not let through as cordon's own.
-#[test]
 fn the_hooks_deny_credential_reads_and_know_cordons_own_tools_exactly() {
     let env = Env::new();
     env.write("home/.ssh/id_ed25519", "KEY");
@@ -1677,7 +1645,6 @@ fn the_hooks_deny_credential_reads_and_know_cordons_own_tools_exactly() {
 /// Writing an agent's or editor's control files is denied, never asked about, in every mode
 /// (a question Claude Code answers itself in bypassPermissions is no guard), through the file
 /// tools and through the shell; reading them is not.
-#[test]
 fn the_hooks_deny_writes_to_agent_control_files_in_every_mode() {
     let env = Env::new();
     env.write("ws/.claude/settings.json", "{}");
@@ -1732,3 +1699,36 @@ fn the_hooks_deny_writes_to_agent_control_files_in_every_mode() {
     );
     assert_eq!(cat, "allow", "{why}");
 }
+
+common::tests!(
+    "cli.rs":
+    check_prints_decision_rule_and_reason,
+    check_takes_a_shell_command_as_typed,
+    the_reason_names_the_part_that_decided,
+    bad_calls_exit_2_with_a_message,
+    a_policy_that_does_not_load_stops_check_and_names_the_place,
+    lint_lists_every_problem_with_kind_and_place,
+    jsonl_answers_every_line_in_order_even_bad_ones,
+    jsonl_survives_oversized_and_non_utf8_lines,
+    explain_shows_every_matching_rule_and_the_winner,
+    remember_keeps_an_always_allow_answer,
+    admin_policies_in_a_directory_others_can_write_are_refused,
+    untrusted_workspace_allows_are_reported_not_silently_dropped,
+    defaults_are_printed_for_people_to_read,
+    bad_run_flags_exit_2_naming_the_flag,
+    bad_or_too_broad_run_patterns_exit_2_naming_the_flag_and_pattern,
+    seatbelt_dry_run_prints_the_profile_and_the_sandbox_exec_command_on_any_os,
+    seatbelt_dry_run_uses_named_profiles_and_the_users_own_file,
+    linux_dry_run_prints_the_spec_as_json,
+    bad_backend_calls_exit_2_and_say_what_to_do,
+    the_hook_runs_the_agents_shell_commands_in_cordons_sandbox,
+    the_claude_code_hook_answers_in_claudes_format,
+    the_gemini_cli_hook_denies_what_it_cannot_ask_about,
+    the_hook_refuses_what_it_cannot_decide,
+    mcp_on_a_cluster_serves_from_a_pod_with_the_launchers_policy,
+    a_pod_gets_the_allowlist_not_this_machines_environment,
+    kubernetes_dry_run_prints_manifests_and_refuses_the_rest,
+    credential_stores_are_refused_to_every_tool,
+    the_hooks_deny_credential_reads_and_know_cordons_own_tools_exactly,
+    the_hooks_deny_writes_to_agent_control_files_in_every_mode,
+);

@@ -20,16 +20,15 @@ struct Cluster {
     image: String,
 }
 
-fn cluster() -> Option<Cluster> {
+fn cluster() -> Cluster {
     let Some(kubeconfig) = std::env::var_os("CORDON_TEST_KUBECONFIG") else {
-        eprintln!("cluster tests not run: CORDON_TEST_KUBECONFIG names no cluster");
-        return None;
+        common::harness::not_given("CORDON_TEST_KUBECONFIG names no cluster");
     };
-    Some(Cluster {
+    Cluster {
         kubeconfig: kubeconfig.into(),
         namespace: std::env::var("CORDON_TEST_K8S_NAMESPACE").ok(),
         image: std::env::var("CORDON_TEST_K8S_IMAGE").unwrap_or_else(|_| "busybox:1.36".into()),
-    })
+    }
 }
 
 impl Cluster {
@@ -83,9 +82,8 @@ impl Cluster {
 /// The command runs in the pod with the working directory copied in, its output and status
 /// come back, what it changed comes back except a protected path, a write outside the working
 /// directory fails, and nothing of the run is left on the cluster.
-#[test]
 fn a_command_runs_on_the_cluster_with_its_directory() {
-    let Some(c) = cluster() else { return };
+    let c = cluster();
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("in.txt"), "from here\n").expect("write");
     let script = "cat in.txt; echo changed > in.txt; echo evil > .bashrc; \
@@ -105,9 +103,8 @@ fn a_command_runs_on_the_cluster_with_its_directory() {
 }
 
 /// SIGTERM to cordon mid-run deletes what it made.
-#[test]
 fn sigterm_deletes_the_runs_objects() {
-    let Some(c) = cluster() else { return };
+    let c = cluster();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut child = c
         .cordon(dir.path(), &["--", "sh", "-c", "echo started; sleep 600"])
@@ -137,10 +134,9 @@ fn sigterm_deletes_the_runs_objects() {
 /// `cordon mcp --backend kubernetes`: the whole server runs in a pod whose image holds cordon
 /// (`CORDON_TEST_K8S_CORDON_IMAGE`), a command it runs there writes the pod's working
 /// directory, and that comes back when the session ends.
-#[test]
 fn the_mcp_server_runs_in_a_pod_and_its_writes_come_back() {
     use std::io::{BufRead, BufReader, Write};
-    let Some(c) = cluster() else { return };
+    let c = cluster();
     let Ok(image) = std::env::var("CORDON_TEST_K8S_CORDON_IMAGE") else {
         eprintln!("not run: CORDON_TEST_K8S_CORDON_IMAGE names no image with cordon in it");
         return;
@@ -200,3 +196,10 @@ fn the_mcp_server_runs_in_a_pod_and_its_writes_come_back() {
     assert_eq!(made, "from-the-pod\n");
     c.no_leftovers();
 }
+
+common::tests!(
+    "cluster.rs":
+    a_command_runs_on_the_cluster_with_its_directory,
+    sigterm_deletes_the_runs_objects,
+    the_mcp_server_runs_in_a_pod_and_its_writes_come_back,
+);

@@ -13,7 +13,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::engines::{Eng, IMAGE, NO_BASH_IMAGE, skip};
+use common::engines::{Eng, IMAGE, NO_BASH_IMAGE};
+use common::skip;
 use common::{cordon_bin, stderr, stdout};
 
 /// A project directory with a name of its own, so its containers can be told apart.
@@ -23,16 +24,15 @@ struct Project {
 }
 
 impl Project {
-    fn new(engine: Eng) -> Option<Project> {
+    fn new(engine: Eng) -> Project {
         if let Err(why) = engine.ready() {
             skip(why);
-            return None;
         }
         let dir = tempfile::Builder::new()
             .prefix("cordonct")
             .tempdir()
             .expect("temp dir");
-        Some(Project { dir, engine })
+        Project { dir, engine }
     }
 
     fn path(&self) -> &Path {
@@ -88,7 +88,7 @@ impl Project {
 }
 
 fn exit_codes_pass_through_unchanged(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     for code in [0, 1, 7, 125, 126, 127, 255] {
         let out = p.run(&["--", "sh", "-c", &format!("exit {code}")]);
         assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
@@ -100,7 +100,7 @@ fn exit_codes_pass_through_unchanged(e: Eng) {
 /// without bash it is refused, never handed to the image's `sh` (busybox's ash here, which
 /// would run the `rm` that bash reads as an argument).
 fn a_command_line_runs_with_the_images_bash_or_not_at_all(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     std::fs::write(p.path().join("f"), "keep\n").unwrap();
     let line = "echo \"bash $BASH_VERSION\"; cat README &>/dev/null rm -f f; true";
     let out = p.run(&["-c", line]);
@@ -126,7 +126,7 @@ fn a_command_line_runs_with_the_images_bash_or_not_at_all(e: Eng) {
 }
 
 fn piped_stdin_reaches_the_program(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let mut child = p
         .command(&["--", "sh", "-c", "tr a-z A-Z; echo done"])
         .stdin(Stdio::piped())
@@ -146,7 +146,7 @@ fn piped_stdin_reaches_the_program(e: Eng) {
 }
 
 fn the_project_is_mounted_at_its_own_path_and_is_the_working_directory(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     std::fs::write(p.path().join("in.txt"), "from the host\n").unwrap();
     let out = p.run(&["--", "sh", "-c", "pwd; cat in.txt; echo written > out.txt"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -159,7 +159,7 @@ fn the_project_is_mounted_at_its_own_path_and_is_the_working_directory(e: Eng) {
 }
 
 fn extra_mounts_are_read_only_by_default_and_must_exist(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let extra = tempfile::tempdir().unwrap();
     std::fs::write(extra.path().join("data"), "shared\n").unwrap();
     let mounts = format!(
@@ -192,7 +192,7 @@ fn extra_mounts_are_read_only_by_default_and_must_exist(e: Eng) {
 }
 
 fn protected_files_in_the_project_stay_read_only(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     std::fs::create_dir_all(p.path().join(".git/hooks")).unwrap();
     let out = p.run(&[
         "--",
@@ -208,7 +208,7 @@ fn protected_files_in_the_project_stay_read_only(e: Eng) {
 /// create it where it is missing: it is made before the run, read-only inside, and removed
 /// after it while still empty.
 fn cordons_own_state_cannot_be_planted_from_inside(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let out = p.run(&[
         "--",
         "sh",
@@ -224,7 +224,7 @@ fn cordons_own_state_cannot_be_planted_from_inside(e: Eng) {
 }
 
 fn denied_paths_are_hidden_inside(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     std::fs::create_dir_all(p.path().join("secrets")).unwrap();
     std::fs::write(p.path().join("secrets/key"), "k").unwrap();
     std::fs::write(p.path().join(".env"), "TOKEN=t").unwrap();
@@ -247,7 +247,7 @@ fn denied_paths_are_hidden_inside(e: Eng) {
 }
 
 fn a_terminal_is_a_terminal_inside_and_a_pipe_is_not(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let script = "[ -t 0 ] && echo stdin-tty; [ -t 1 ] && echo stdout-tty; exit 4";
     let out = p.run(&["--", "sh", "-c", script]);
     assert_eq!(out.status.code(), Some(4));
@@ -259,7 +259,7 @@ fn a_terminal_is_a_terminal_inside_and_a_pipe_is_not(e: Eng) {
         return;
     }
     if Command::new("script").arg("--version").output().is_err() {
-        return skip("script (util-linux) is not installed");
+        skip("script (util-linux) is not installed");
     }
     let mut line = format!("{} run --backend {}", cordon_bin().display(), e.name());
     line.push_str(&format!(" --image {IMAGE} -- sh -c '{script}'"));
@@ -281,9 +281,9 @@ fn a_terminal_is_a_terminal_inside_and_a_pipe_is_not(e: Eng) {
 }
 
 fn the_ssh_agent_is_forwarded_unless_turned_off(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     if Command::new("ssh-agent").arg("-h").output().is_err() {
-        return skip("ssh-agent is not installed (Debian: openssh-client)");
+        skip("ssh-agent is not installed (Debian: openssh-client)");
     }
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("agent.sock");
@@ -319,7 +319,7 @@ fn the_ssh_agent_is_forwarded_unless_turned_off(e: Eng) {
 }
 
 fn only_allowed_variables_pass_and_secrets_stay_off_the_command_line(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let env = [
         ("TERM", "xterm-test"),
         ("MY_SECRET_TOKEN", "tok"),
@@ -382,7 +382,7 @@ fn only_allowed_variables_pass_and_secrets_stay_off_the_command_line(e: Eng) {
 }
 
 fn no_network_when_nothing_is_allowed(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let out = p.run(&["--", "ls", "/sys/class/net"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "lo\n");
@@ -415,9 +415,9 @@ fn web_server(body: &'static str) -> u16 {
 }
 
 fn allowed_domains_are_reached_through_cordons_proxy_and_nothing_else(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     if !is_root() {
-        return skip("handing the proxy's ports into a rootful engine's container needs root");
+        skip("handing the proxy's ports into a rootful engine's container needs root");
     }
     let port = web_server("hello-through-proxy");
     let script = format!(
@@ -463,18 +463,15 @@ fn allowed_domains_are_reached_through_cordons_proxy_and_nothing_else(e: Eng) {
     assert!(p.containers().is_empty());
 }
 
-#[test]
 fn files_written_inside_belong_to_the_host_user() {
-    let Some(p) = Project::new(Eng::Docker) else {
-        return;
-    };
+    let p = Project::new(Eng::Docker);
     // An unprivileged user who may use the engine's socket (as members of its group may).
     let socket = Path::new("/var/run/docker.sock");
     let Ok(meta) = std::fs::metadata(socket) else {
-        return skip("no /var/run/docker.sock to hand an unprivileged user");
+        skip("no /var/run/docker.sock to hand an unprivileged user");
     };
     if Command::new("setpriv").arg("--version").output().is_err() || !is_root() {
-        return skip("the user-mapping test needs root and setpriv (util-linux)");
+        skip("the user-mapping test needs root and setpriv (util-linux)");
     }
     let (uid, gid) = (4321u32, 4321u32);
     let bin = p.path().join("cordon");
@@ -560,7 +557,7 @@ fn is_root() -> bool {
 /// Starts `sleep` in a container, waits until it runs, sends `signal` to the launcher, and
 /// checks the container is gone soon after.
 fn container_is_removed_after(e: Eng, signal: &str) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let mut child = p
         .command(&["--", "sleep", "300"])
         .stdout(Stdio::null())
@@ -608,7 +605,7 @@ fn sigint_to_the_launcher_removes_the_container(e: Eng) {
 }
 
 fn concurrent_runs_get_their_own_containers(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let children: Vec<_> = (0..3)
         .map(|i| {
             p.command(&["--", "sh", "-c", &format!("sleep 1; exit {i}")])
@@ -625,7 +622,7 @@ fn concurrent_runs_get_their_own_containers(e: Eng) {
 }
 
 fn timeout_stops_the_container(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let start = Instant::now();
     let out = p.run(&["--timeout", "1", "--", "sleep", "60"]);
     assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
@@ -634,7 +631,7 @@ fn timeout_stops_the_container(e: Eng) {
 }
 
 fn the_project_recipe_is_built_once_and_its_startup_file_sourced(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let dot = p.path().join(".cordon");
     std::fs::create_dir_all(&dot).unwrap();
     // A changed recipe each test run, so the build really happens here.
@@ -691,7 +688,6 @@ fn the_project_recipe_is_built_once_and_its_startup_file_sourced(e: Eng) {
     }
 }
 
-#[test]
 fn publish_is_refused_with_the_containers_way() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(cordon_bin())
@@ -718,7 +714,7 @@ fn publish_is_refused_with_the_containers_way() {
 }
 
 fn the_safe_profile_keeps_the_root_file_system_read_only(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let out = p.run(&[
         "--container-profile",
         "safe",
@@ -737,17 +733,14 @@ fn the_safe_profile_keeps_the_root_file_system_read_only(e: Eng) {
 }
 
 fn a_program_inside_never_launches_another(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let out = p.run_env(&["--", "true"], &[("CORDON_SANDBOX", "cordon-x-12345678")]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("already inside the container cordon-x-12345678"));
 }
 
-#[test]
 fn an_unreachable_engine_says_to_start_it() {
-    let Some(p) = Project::new(Eng::Docker) else {
-        return;
-    };
+    let p = Project::new(Eng::Docker);
     let out = p.run_env(
         &["--", "true"],
         &[("DOCKER_HOST", "unix:///nonexistent/cordon-test.sock")],
@@ -761,7 +754,7 @@ fn an_unreachable_engine_says_to_start_it() {
 }
 
 fn a_bad_image_name_is_blamed_on_the_name(e: Eng) {
-    let Some(p) = Project::new(e) else { return };
+    let p = Project::new(e);
     let out = p.run(&["--image", "Not/A-Valid:Name!", "--", "true"]);
     assert!(!out.status.success());
     assert!(
@@ -772,7 +765,6 @@ fn a_bad_image_name_is_blamed_on_the_name(e: Eng) {
 }
 
 /// These need no engine at all.
-#[test]
 fn a_missing_engine_says_what_to_install() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(cordon_bin())
@@ -790,7 +782,6 @@ fn a_missing_engine_says_what_to_install() {
     );
 }
 
-#[test]
 fn without_an_image_the_error_says_how_to_give_one() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(cordon_bin())
@@ -804,7 +795,6 @@ fn without_an_image_the_error_says_how_to_give_one() {
     assert!(stderr(&out).contains("no container image: give --image NAME"));
 }
 
-#[test]
 fn dry_run_needs_no_engine_and_runs_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(cordon_bin())
@@ -852,48 +842,96 @@ fn dry_run_needs_no_engine_and_runs_nothing() {
     assert!(stderr(&bad).contains("no such profile; choose one of dev, safe, tight, offline"));
 }
 
-/// Each test above that takes an engine, once per engine.
-macro_rules! for_each_engine {
-    ($($test:ident),* $(,)?) => {
-        mod docker {
-            $(#[test]
-            fn $test() {
-                super::$test(super::Eng::Docker)
-            })*
-        }
-        mod podman {
-            $(#[test]
-            fn $test() {
-                super::$test(super::Eng::Podman)
-            })*
-        }
-    };
-}
+/// The tests above that take an engine, run once per engine.
+type EngineTest = (&'static str, fn(Eng));
 
-for_each_engine!(
-    exit_codes_pass_through_unchanged,
-    a_command_line_runs_with_the_images_bash_or_not_at_all,
-    piped_stdin_reaches_the_program,
-    the_project_is_mounted_at_its_own_path_and_is_the_working_directory,
-    extra_mounts_are_read_only_by_default_and_must_exist,
-    protected_files_in_the_project_stay_read_only,
-    cordons_own_state_cannot_be_planted_from_inside,
-    denied_paths_are_hidden_inside,
-    a_terminal_is_a_terminal_inside_and_a_pipe_is_not,
-    the_ssh_agent_is_forwarded_unless_turned_off,
-    only_allowed_variables_pass_and_secrets_stay_off_the_command_line,
-    no_network_when_nothing_is_allowed,
-    allowed_domains_are_reached_through_cordons_proxy_and_nothing_else,
-    concurrent_runs_get_their_own_containers,
-    timeout_stops_the_container,
-    the_project_recipe_is_built_once_and_its_startup_file_sourced,
-    a_program_inside_never_launches_another,
-    the_safe_profile_keeps_the_root_file_system_read_only,
-    a_bad_image_name_is_blamed_on_the_name,
-    sigterm_to_the_launcher_removes_the_container,
-    a_killed_launcher_leaves_no_container,
-    sigint_to_the_launcher_removes_the_container
-);
+const FOR_EACH_ENGINE: &[EngineTest] = &[
+    (
+        "exit_codes_pass_through_unchanged",
+        exit_codes_pass_through_unchanged,
+    ),
+    (
+        "a_command_line_runs_with_the_images_bash_or_not_at_all",
+        a_command_line_runs_with_the_images_bash_or_not_at_all,
+    ),
+    (
+        "piped_stdin_reaches_the_program",
+        piped_stdin_reaches_the_program,
+    ),
+    (
+        "the_project_is_mounted_at_its_own_path_and_is_the_working_directory",
+        the_project_is_mounted_at_its_own_path_and_is_the_working_directory,
+    ),
+    (
+        "extra_mounts_are_read_only_by_default_and_must_exist",
+        extra_mounts_are_read_only_by_default_and_must_exist,
+    ),
+    (
+        "protected_files_in_the_project_stay_read_only",
+        protected_files_in_the_project_stay_read_only,
+    ),
+    (
+        "cordons_own_state_cannot_be_planted_from_inside",
+        cordons_own_state_cannot_be_planted_from_inside,
+    ),
+    (
+        "denied_paths_are_hidden_inside",
+        denied_paths_are_hidden_inside,
+    ),
+    (
+        "a_terminal_is_a_terminal_inside_and_a_pipe_is_not",
+        a_terminal_is_a_terminal_inside_and_a_pipe_is_not,
+    ),
+    (
+        "the_ssh_agent_is_forwarded_unless_turned_off",
+        the_ssh_agent_is_forwarded_unless_turned_off,
+    ),
+    (
+        "only_allowed_variables_pass_and_secrets_stay_off_the_command_line",
+        only_allowed_variables_pass_and_secrets_stay_off_the_command_line,
+    ),
+    (
+        "no_network_when_nothing_is_allowed",
+        no_network_when_nothing_is_allowed,
+    ),
+    (
+        "allowed_domains_are_reached_through_cordons_proxy_and_nothing_else",
+        allowed_domains_are_reached_through_cordons_proxy_and_nothing_else,
+    ),
+    (
+        "concurrent_runs_get_their_own_containers",
+        concurrent_runs_get_their_own_containers,
+    ),
+    ("timeout_stops_the_container", timeout_stops_the_container),
+    (
+        "the_project_recipe_is_built_once_and_its_startup_file_sourced",
+        the_project_recipe_is_built_once_and_its_startup_file_sourced,
+    ),
+    (
+        "a_program_inside_never_launches_another",
+        a_program_inside_never_launches_another,
+    ),
+    (
+        "the_safe_profile_keeps_the_root_file_system_read_only",
+        the_safe_profile_keeps_the_root_file_system_read_only,
+    ),
+    (
+        "a_bad_image_name_is_blamed_on_the_name",
+        a_bad_image_name_is_blamed_on_the_name,
+    ),
+    (
+        "sigterm_to_the_launcher_removes_the_container",
+        sigterm_to_the_launcher_removes_the_container,
+    ),
+    (
+        "a_killed_launcher_leaves_no_container",
+        a_killed_launcher_leaves_no_container,
+    ),
+    (
+        "sigint_to_the_launcher_removes_the_container",
+        sigint_to_the_launcher_removes_the_container,
+    ),
+];
 
 /// A Pod rendered by `cordon run --backend kubernetes --k8s-kind pod --dry-run ARGS` in the
 /// project, started by `podman kube play` with no network (no cluster is reachable here).
@@ -996,11 +1034,8 @@ impl Drop for PlayedPod {
 /// runs as the unprivileged user in the working directory, its output and exit status come
 /// back, the working directory and /tmp are writable and the rest is read-only, and the pod
 /// has no network but loopback.
-#[test]
 fn the_rendered_pod_runs_under_podman_kube_play() {
-    let Some(p) = Project::new(Eng::Podman) else {
-        return;
-    };
+    let p = Project::new(Eng::Podman);
     let script = "echo hi; id -u; pwd; echo x > /etc/planted; echo y > ./in-ws && echo ws-ok; \
                   echo t > /tmp/t && echo tmp-ok; echo nets: $(ls /sys/class/net); exit 3";
     let pod = PlayedPod::play(&p, &["--k8s-workspace", "empty", "--", "sh", "-c", script]);
@@ -1032,13 +1067,10 @@ fn walls(p: &Project) -> cordon_app::workspace::Walls {
 /// with podman's `exec` in place of the cluster's: the command waits for its directory, sees
 /// it but not the hidden `.env`, and what it changed comes back, except what the local sandbox
 /// would have kept read-only. The copying container then ends by itself.
-#[test]
 fn the_working_directory_goes_to_the_pod_and_back_within_the_walls() {
     use cordon_app::run::kubernetes::sync;
     use cordon_sandbox::kubernetes::copy;
-    let Some(p) = Project::new(Eng::Podman) else {
-        return;
-    };
+    let p = Project::new(Eng::Podman);
     std::fs::write(p.path().join("in.txt"), "from the laptop\n").expect("write");
     std::fs::write(p.path().join("old.txt"), "old\n").expect("write");
     std::fs::write(p.path().join(".env"), "TOKEN=secret\n").expect("write");
@@ -1078,12 +1110,9 @@ fn the_working_directory_goes_to_the_pod_and_back_within_the_walls() {
 /// nothing deletes the pod) ends by itself: the copying container gives up waiting for the copy
 /// back. Podman enforces neither `activeDeadlineSeconds` nor `shutdownTime`, so this checks the
 /// pod's own bounds only; on a cluster those deadlines bound the command too.
-#[test]
 fn the_pod_of_a_killed_run_ends_by_itself() {
     use cordon_sandbox::kubernetes::copy;
-    let Some(p) = Project::new(Eng::Podman) else {
-        return;
-    };
+    let p = Project::new(Eng::Podman);
     let pod = PlayedPod::play(&p, &["--", "sh", "-c", "exit 0"]);
     let cwd = p.path().to_str().expect("utf-8");
     // An empty archive: two zeroed blocks.
@@ -1096,4 +1125,54 @@ fn the_pod_of_a_killed_run_ends_by_itself() {
     );
     let within = Duration::from_secs(u64::from(copy::COPY_BACK_WITHIN_SECS) + 15);
     assert_eq!(pod.exited(copy::CONTAINER, within), "0");
+}
+
+fn main() -> std::process::ExitCode {
+    let mut tests = common::harness::listed(&[
+        (
+            "files_written_inside_belong_to_the_host_user",
+            files_written_inside_belong_to_the_host_user,
+        ),
+        (
+            "publish_is_refused_with_the_containers_way",
+            publish_is_refused_with_the_containers_way,
+        ),
+        (
+            "an_unreachable_engine_says_to_start_it",
+            an_unreachable_engine_says_to_start_it,
+        ),
+        (
+            "a_missing_engine_says_what_to_install",
+            a_missing_engine_says_what_to_install,
+        ),
+        (
+            "without_an_image_the_error_says_how_to_give_one",
+            without_an_image_the_error_says_how_to_give_one,
+        ),
+        (
+            "dry_run_needs_no_engine_and_runs_nothing",
+            dry_run_needs_no_engine_and_runs_nothing,
+        ),
+        (
+            "the_rendered_pod_runs_under_podman_kube_play",
+            the_rendered_pod_runs_under_podman_kube_play,
+        ),
+        (
+            "the_working_directory_goes_to_the_pod_and_back_within_the_walls",
+            the_working_directory_goes_to_the_pod_and_back_within_the_walls,
+        ),
+        (
+            "the_pod_of_a_killed_run_ends_by_itself",
+            the_pod_of_a_killed_run_ends_by_itself,
+        ),
+    ]);
+    for engine in [Eng::Docker, Eng::Podman] {
+        for &(name, test) in FOR_EACH_ENGINE {
+            tests.push((
+                format!("{}::{name}", engine.name()),
+                Box::new(move || test(engine)),
+            ));
+        }
+    }
+    common::harness::run(include_str!("container.rs"), tests)
 }

@@ -163,9 +163,8 @@ fn run(id: &str, command: &str) -> Value {
 /// Runs side by side in a directory without `.cordon`: each makes and keeps it read-only for
 /// its length, and one that ends must not remove it from under another being set up (which
 /// then failed at its read-only mount, exit 125, in about one run in fifteen).
-#[test]
 fn runs_side_by_side_each_start_where_cordons_state_directory_was_missing() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     // All at once: the session must take as many.
     let mut c = Client::start(&sb, &["--max-commands", "64"]);
     let ids: Vec<String> = (0..64).map(|i| format!("r{i}")).collect();
@@ -186,9 +185,8 @@ fn runs_side_by_side_each_start_where_cordons_state_directory_was_missing() {
     );
 }
 
-#[test]
 fn runs_go_on_at_once_and_each_reports_its_own_end() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &[]);
     // `a` can only finish if `b` runs while `a` is still running.
     c.send(&run(
@@ -245,9 +243,8 @@ fn runs_go_on_at_once_and_each_reports_its_own_end() {
     c.finish();
 }
 
-#[test]
 fn an_exit_code_of_128_plus_n_is_not_taken_for_signal_n() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &[]);
     c.send(&run("exit", "exit 130"));
     c.send(&run("killed", "kill -INT $$"));
@@ -270,9 +267,7 @@ fn an_exit_code_of_128_plus_n_is_not_taken_for_signal_n() {
 /// of it survives on the host: no process, and not the start-up file it planted, although
 /// `cordon run` itself is killed before its clean-up.
 fn cancel_leaves_nothing_behind(mode: Mode) {
-    let Some(sb) = Sandbox::with_mode(mode) else {
-        return;
-    };
+    let sb = Sandbox::with_mode(mode);
     let marker = match mode {
         Mode::Namespaces => "987651",
         Mode::LandlockOnly => "987652",
@@ -315,24 +310,20 @@ fn cancel_leaves_nothing_behind(mode: Mode) {
     c.finish();
 }
 
-#[test]
 fn cancel_kills_the_whole_sandbox() {
     cancel_leaves_nothing_behind(Mode::Namespaces);
 }
 
-#[test]
 fn cancel_kills_the_whole_warm_command() {
     cancel_leaves_nothing_behind(Mode::Warm);
 }
 
-#[test]
 fn cancel_kills_the_whole_sandbox_without_user_namespaces() {
     cancel_leaves_nothing_behind(Mode::LandlockOnly);
 }
 
-#[test]
 fn ask_user_waits_for_an_answer_and_end_of_input_means_no() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &["--mode", "default"]);
     // Writing a file asks in the default mode.
     c.send(&json!({ "type": "run", "id": "yes", "command": "touch said-yes" }));
@@ -362,9 +353,8 @@ fn ask_user_waits_for_an_answer_and_end_of_input_means_no() {
     assert!(!sb.ws.join("never").exists());
 }
 
-#[test]
 fn denied_runs_are_refused_and_bad_lines_get_errors_naming_them() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &["--mode", "plan"]);
     c.send_line("{not json");
     let err = c.wait_for("error", |v| v["type"] == "error");
@@ -401,9 +391,8 @@ fn denied_runs_are_refused_and_bad_lines_get_errors_naming_them() {
     c.finish();
 }
 
-#[test]
 fn kept_output_is_bounded_while_all_of_it_streams() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &[]);
     let mut req = run(
         "big",
@@ -431,9 +420,8 @@ fn kept_output_is_bounded_while_all_of_it_streams() {
 /// A run beyond `--max-commands` is refused at once with an `error` for its id that names the
 /// limit and how to raise it, and nothing of it runs; a run waiting for an answer counts; once
 /// one has ended, the same request runs.
-#[test]
 fn a_run_beyond_max_commands_is_refused_until_one_has_ended() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &["--max-commands", "3"]);
     for id in ["a", "b"] {
         let mut req = run(id, "cat");
@@ -471,9 +459,8 @@ fn a_run_beyond_max_commands_is_refused_until_one_has_ended() {
     c.finish();
 }
 
-#[test]
 fn pipes_are_not_a_terminal_and_take_stdin() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &[]);
     let mut req = run("p", "test -t 0 || test -t 1 && echo tty; tr a-z A-Z");
     req["stdin"] = json!("piped in\n");
@@ -522,9 +509,8 @@ while True:
     time.sleep(0.1)
 "#;
 
-#[test]
 fn on_a_terminal_programs_see_it_its_size_resizes_and_ctrl_c() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     std::fs::write(sb.ws.join("prog.py"), PTY_PROGRAM).expect("write");
     let mut c = Client::start(&sb, &[]);
     let mut req = run("t", "exec python3 prog.py");
@@ -615,20 +601,14 @@ impl Drop for Tmux {
     }
 }
 
-fn tmux_available() -> bool {
+fn need_tmux() {
     let found = Command::new("tmux")
         .arg("-V")
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        let why = "shell tests skipped: tmux is not installed (apt-get install tmux)";
-        assert!(
-            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
-            "{why} (CORDON_TEST_NO_SKIP is set)"
-        );
-        eprintln!("{why}");
+        common::skip("tmux is not installed (apt-get install tmux)");
     }
-    found
 }
 
 fn start_shell(sb: &Sandbox, flags: &str, history: &Path) -> Tmux {
@@ -660,12 +640,9 @@ fn start_shell(sb: &Sandbox, flags: &str, history: &Path) -> Tmux {
     tmux
 }
 
-#[test]
 fn the_shell_checks_each_line_runs_it_sandboxed_and_ctrl_c_cancels_only_the_command() {
-    if !tmux_available() {
-        return;
-    }
-    let Some(sb) = Sandbox::new() else { return };
+    need_tmux();
+    let sb = Sandbox::new();
     let history = sb.outside.join("history");
     let t = start_shell(&sb, "--mode default", &history);
     t.wait_for("cordon [default | sandbox, no network] $", 1);
@@ -723,9 +700,8 @@ fn the_shell_checks_each_line_runs_it_sandboxed_and_ctrl_c_cancels_only_the_comm
 /// background, was stopped by the kernel when it set the terminal's modes). Several commands,
 /// a question answered yes, Ctrl-C, Ctrl-Z, a full-screen program that leaves the terminal raw,
 /// and `exit`: each brings the prompt back, and bash takes the terminal again after it.
-#[test]
 fn the_shell_started_from_an_interactive_bash_never_hangs() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     std::fs::create_dir_all(sb.ws.join("olddir")).expect("mkdir");
     // Raw mode, the other screen, one key read, and an exit that restores neither.
     std::fs::write(
@@ -801,9 +777,8 @@ fn the_shell_started_from_an_interactive_bash_never_hangs() {
     assert!(term.wait(60).success(), "{}", term.screen());
 }
 
-#[test]
 fn a_command_that_runs_sandboxed_skips_asking_when_the_settings_say_so() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     std::fs::create_dir_all(sb.ws.join(".cordon")).expect("mkdir");
     std::fs::write(
         sb.ws.join(".cordon/cordon.toml"),
@@ -835,9 +810,8 @@ fn still_running(marker: &str) -> bool {
 /// Each way the settings let a command out of the sandbox, proven by a write to a host
 /// directory the sandbox keeps read-only; and each way kept shut: a script that only starts
 /// with an excluded command, a run asking to leave without the setting, and the managed locks.
-#[test]
 fn the_settings_place_commands_outside_the_sandbox_and_the_locks_keep_them_in() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let config = sb.outside.join("config");
     std::fs::create_dir_all(config.join("cordon")).expect("mkdir");
     let user = |text: &str| std::fs::write(config.join("cordon/cordon.toml"), text).expect("write");
@@ -993,9 +967,8 @@ fn the_settings_place_commands_outside_the_sandbox_and_the_locks_keep_them_in() 
 
 /// Killed outright (SIGKILL, no chance to cancel anything), `cordon exec` takes its runs with
 /// it: a sandbox must not go on with nobody to answer for it.
-#[test]
 fn a_killed_exec_leaves_no_run_behind() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &[]);
     c.send(&run("s", "sleep 987654 & echo ready; wait"));
     c.wait_output("s", "ready");
@@ -1015,9 +988,8 @@ fn a_killed_exec_leaves_no_run_behind() {
 
 /// Settings edited while `cordon exec` runs are the ones its next request is decided and
 /// placed with; while they do not load, nothing is decided, and they are named.
-#[test]
 fn exec_follows_settings_edited_while_it_runs() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let config = sb.outside.join("config");
     std::fs::create_dir_all(config.join("cordon")).expect("mkdir");
     let file = config.join("cordon/cordon.toml");
@@ -1067,9 +1039,8 @@ fn exec_follows_settings_edited_while_it_runs() {
 
 /// Ended by SIGTERM (the agent going away), `cordon exec` cancels its runs and tells how each
 /// ended before it exits.
-#[test]
 fn a_terminated_exec_cancels_its_runs_and_says_so() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &[]);
     c.send(&run("s", "sleep 987655 & echo ready; wait"));
     c.wait_output("s", "ready");
@@ -1089,9 +1060,8 @@ fn a_terminated_exec_cancels_its_runs_and_says_so() {
 /// `cordon exec` keeps its runs' reports in a directory it makes under TMPDIR. It removes it
 /// when it ends, whether its input ended or it was terminated: thousands of them once piled up
 /// in /tmp, and every later `cordon run` there walked them all.
-#[test]
 fn exec_leaves_nothing_in_its_temporary_directory() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     for terminate in [false, true] {
         let tmp = sb.outside.join(format!("tmp-{terminate}"));
         std::fs::create_dir(&tmp).expect("mkdir");
@@ -1159,9 +1129,8 @@ fn with(id: &str, key: &str, value: Value) -> Value {
 /// `{"timeout": 1e300}` panicked `cordon exec` (`Duration::from_secs_f64`), and its runs died
 /// with it, their clean-up skipped. The same number planted in the project's settings, which
 /// exec reloads, is refused by name too, and once mended runs go on.
-#[test]
 fn exec_refuses_a_timeout_out_of_range_and_goes_on() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &[]);
     let bad = ["1e300", "1e20", "0", "-1", "\"10\"", "true", "[1]"];
     let requests: Vec<Value> = bad
@@ -1204,9 +1173,8 @@ fn exec_refuses_a_timeout_out_of_range_and_goes_on() {
     c.finish();
 }
 
-#[test]
 fn exec_refuses_a_max_output_out_of_range_and_goes_on() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &[]);
     let bad = [
         "1e300",
@@ -1231,9 +1199,8 @@ fn exec_refuses_a_max_output_out_of_range_and_goes_on() {
     c.finish();
 }
 
-#[test]
 fn exec_refuses_pty_rows_out_of_range_and_goes_on() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &[]);
     let requests: Vec<Value> = ["0", "4097", "65536", "1e300", "-1", "1.5", "\"24\""]
         .iter()
@@ -1247,9 +1214,8 @@ fn exec_refuses_pty_rows_out_of_range_and_goes_on() {
     c.finish();
 }
 
-#[test]
 fn exec_refuses_pty_cols_out_of_range_and_goes_on() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut c = Client::start(&sb, &[]);
     let requests: Vec<Value> = ["0", "4097", "65536", "1e300", "-1", "1.5"]
         .iter()
@@ -1266,7 +1232,7 @@ fn exec_refuses_pty_cols_out_of_range_and_goes_on() {
 /// `resize` while a run is on a terminal: a bad size is refused by name, the run goes on, and
 /// a good size still reaches it.
 fn exec_refuses_a_resize_out_of_range(field: &str) {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     std::fs::write(sb.ws.join("prog.py"), PTY_PROGRAM).expect("write");
     let mut c = Client::start(&sb, &[]);
     let mut req = run("t", "exec python3 prog.py");
@@ -1297,12 +1263,10 @@ fn exec_refuses_a_resize_out_of_range(field: &str) {
     c.finish();
 }
 
-#[test]
 fn exec_refuses_resize_rows_out_of_range_and_goes_on() {
     exec_refuses_a_resize_out_of_range("rows");
 }
 
-#[test]
 fn exec_refuses_resize_cols_out_of_range_and_goes_on() {
     exec_refuses_a_resize_out_of_range("cols");
 }
@@ -1311,9 +1275,8 @@ fn exec_refuses_resize_cols_out_of_range_and_goes_on() {
 /// workspace: `/`, a path elsewhere, `..` and a link out are each refused before anything
 /// runs, and nothing lands outside. Directories inside, also through a link that stays inside,
 /// still work.
-#[test]
 fn a_cwd_outside_the_workspace_is_refused() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     std::fs::create_dir_all(sb.ws.join("sub")).expect("mkdir");
     std::os::unix::fs::symlink(&sb.outside, sb.ws.join("out")).expect("symlink");
     std::os::unix::fs::symlink("sub", sb.ws.join("inner")).expect("symlink");
@@ -1366,22 +1329,18 @@ fn a_cwd_outside_the_workspace_is_refused() {
 /// it goes on would decide the next run: `[sandbox] enabled = false` in the user's settings
 /// (whose directory did not exist) and an allow-everything rule in the trusted project's
 /// `.cordon/policies`. Neither can be written, and the next run stays in the sandbox.
-#[test]
 fn a_run_cannot_plant_the_settings_the_next_run_is_decided_by() {
     planted_settings_do_not_decide(Mode::Namespaces);
 }
 
 /// Without namespaces the run can write them (they are put back after it), so `exec` must
 /// not read them while runs are going.
-#[test]
 fn a_run_cannot_plant_the_settings_the_next_run_is_decided_by_without_namespaces() {
     planted_settings_do_not_decide(Mode::LandlockOnly);
 }
 
 fn planted_settings_do_not_decide(mode: Mode) {
-    let Some(sb) = Sandbox::with_mode(mode) else {
-        return;
-    };
+    let sb = Sandbox::with_mode(mode);
     let config = sb.ws.join(".config");
     let managed = sb.outside.join("managed.toml");
     let env = [
@@ -1425,9 +1384,8 @@ fn planted_settings_do_not_decide(mode: Mode) {
 /// Commands the read-only heuristic once let through in plan mode, each of which deleted or
 /// overwrote a workspace file: through a real `exec` in plan mode the file is still there.
 /// (Every spelling is a case in tests/conformance/read-only-audit.toml.)
-#[test]
 fn plan_mode_runs_nothing_that_writes_through_a_read_only_command() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let important = sb.ws.join("important.txt");
     let mut attacks = vec![
         "printf 'rm -f important.txt #\\n' | sort -S 16K --compress-program=sh",
@@ -1522,11 +1480,8 @@ fn warm(e: &Value) -> bool {
 /// One command's leftovers do not reach the next through a warm sandbox: what it left running
 /// (even in a session of its own) ends with it, and its `/tmp`, `/dev/shm` and System V shared
 /// memory are its own. The sandbox itself is the same one (same helper process).
-#[test]
 fn a_warm_sandbox_gives_each_command_a_clean_slate() {
-    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
-        return;
-    };
+    let sb = Sandbox::with_mode(Mode::Warm);
     let shm = "import ctypes; print('shm', ctypes.CDLL(None).shmget(0x5eed, 4096, 0o1666))";
     let mut c = Client::start(&sb, &[]);
     c.send(&run(
@@ -1583,11 +1538,8 @@ fn a_warm_sandbox_gives_each_command_a_clean_slate() {
 
 /// Commands running side by side in one warm sandbox each have their own PID namespace: one
 /// cannot see, signal or kill another's processes.
-#[test]
 fn warm_commands_side_by_side_cannot_reach_each_other() {
-    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
-        return;
-    };
+    let sb = Sandbox::with_mode(Mode::Warm);
     let mut c = Client::start(&sb, &[]);
     c.send(&run("long", "sleep 987656 & echo ready; wait"));
     c.wait_output("long", "ready");
@@ -1623,11 +1575,8 @@ fn warm_commands_side_by_side_cannot_reach_each_other() {
 
 /// Settings edited so that the spec changes get a new warm sandbox, built to the new spec; a
 /// spec the warm sandbox cannot serve (here: a memory limit) runs cold, as before.
-#[test]
 fn a_changed_spec_gets_a_sandbox_of_its_own() {
-    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
-        return;
-    };
+    let sb = Sandbox::with_mode(Mode::Warm);
     let config = sb.outside.join("config");
     std::fs::create_dir_all(config.join("cordon")).expect("mkdir");
     let file = config.join("cordon/cordon.toml");
@@ -1673,11 +1622,8 @@ fn a_changed_spec_gets_a_sandbox_of_its_own() {
 
 /// A warm sandbox killed from outside is let go: the next command runs (cold), and the one
 /// after gets a new warm sandbox.
-#[test]
 fn a_killed_warm_sandbox_is_replaced() {
-    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
-        return;
-    };
+    let sb = Sandbox::with_mode(Mode::Warm);
     let mut c = Client::start(&sb, &[]);
     c.send(&run("first", "true"));
     let first = c.event("exited", "first");
@@ -1717,11 +1663,8 @@ fn a_killed_warm_sandbox_is_replaced() {
 /// files (here a shell start-up file, an editor task and a hook in a repository the command
 /// made), and only once nothing of the command is left to plant them again (a leftover keeps
 /// rewriting `.bashrc` until it is killed).
-#[test]
 fn a_killed_exec_leaves_nothing_a_warm_command_planted() {
-    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
-        return;
-    };
+    let sb = Sandbox::with_mode(Mode::Warm);
     let mut c = Client::start(&sb, &[]);
     c.send(&run("first", "true"));
     assert!(warm(&c.event("exited", "first")));
@@ -1768,11 +1711,8 @@ fn a_killed_exec_leaves_nothing_a_warm_command_planted() {
 /// A protected path that appears after a warm sandbox was built (here a new `.git/hooks`) is
 /// read-only for the next command, as in a cold run: the plan finds it, the spec changes, and
 /// the command gets a sandbox built with it.
-#[test]
 fn a_protected_path_made_after_the_sandbox_is_read_only_for_the_next_command() {
-    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
-        return;
-    };
+    let sb = Sandbox::with_mode(Mode::Warm);
     let mut c = Client::start(&sb, &[]);
     c.send(&run("before", "true"));
     assert!(warm(&c.event("exited", "before")));
@@ -1801,11 +1741,8 @@ fn replace_atomically(path: &Path, content: &str) {
 /// The host replaces a protected `.bashrc` after a warm sandbox was built (its read-only bind
 /// over the old file is then detached in the kept view): the next command still cannot write
 /// it, and still runs warm, in a sandbox built again over the new file.
-#[test]
 fn a_protected_file_the_host_replaced_stays_read_only_for_the_next_warm_command() {
-    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
-        return;
-    };
+    let sb = Sandbox::with_mode(Mode::Warm);
     let bashrc = sb.ws.join(".bashrc");
     std::fs::write(&bashrc, "# as the user had it\n").expect("write .bashrc");
     let mut c = Client::start(&sb, &[]);
@@ -1827,11 +1764,8 @@ fn a_protected_file_the_host_replaced_stays_read_only_for_the_next_warm_command(
 
 /// The host rewrites a `--deny-read` file after a warm sandbox was built, and makes a second
 /// one the pattern names: the next command reads neither.
-#[test]
 fn a_hidden_file_the_host_replaced_stays_hidden_from_the_next_warm_command() {
-    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
-        return;
-    };
+    let sb = Sandbox::with_mode(Mode::Warm);
     let secret = sb.outside.join("token");
     std::fs::write(&secret, "first-secret\n").expect("write the secret");
     let deny = secret.display().to_string();
@@ -1850,3 +1784,45 @@ fn a_hidden_file_the_host_replaced_stays_hidden_from_the_next_warm_command() {
         c.streamed("again")
     );
 }
+
+common::tests!(
+    "exec.rs":
+    runs_side_by_side_each_start_where_cordons_state_directory_was_missing,
+    runs_go_on_at_once_and_each_reports_its_own_end,
+    an_exit_code_of_128_plus_n_is_not_taken_for_signal_n,
+    cancel_kills_the_whole_sandbox,
+    cancel_kills_the_whole_warm_command,
+    cancel_kills_the_whole_sandbox_without_user_namespaces,
+    ask_user_waits_for_an_answer_and_end_of_input_means_no,
+    denied_runs_are_refused_and_bad_lines_get_errors_naming_them,
+    kept_output_is_bounded_while_all_of_it_streams,
+    a_run_beyond_max_commands_is_refused_until_one_has_ended,
+    pipes_are_not_a_terminal_and_take_stdin,
+    on_a_terminal_programs_see_it_its_size_resizes_and_ctrl_c,
+    the_shell_checks_each_line_runs_it_sandboxed_and_ctrl_c_cancels_only_the_command,
+    the_shell_started_from_an_interactive_bash_never_hangs,
+    a_command_that_runs_sandboxed_skips_asking_when_the_settings_say_so,
+    the_settings_place_commands_outside_the_sandbox_and_the_locks_keep_them_in,
+    a_killed_exec_leaves_no_run_behind,
+    exec_follows_settings_edited_while_it_runs,
+    a_terminated_exec_cancels_its_runs_and_says_so,
+    exec_leaves_nothing_in_its_temporary_directory,
+    exec_refuses_a_timeout_out_of_range_and_goes_on,
+    exec_refuses_a_max_output_out_of_range_and_goes_on,
+    exec_refuses_pty_rows_out_of_range_and_goes_on,
+    exec_refuses_pty_cols_out_of_range_and_goes_on,
+    exec_refuses_resize_rows_out_of_range_and_goes_on,
+    exec_refuses_resize_cols_out_of_range_and_goes_on,
+    a_cwd_outside_the_workspace_is_refused,
+    a_run_cannot_plant_the_settings_the_next_run_is_decided_by,
+    a_run_cannot_plant_the_settings_the_next_run_is_decided_by_without_namespaces,
+    plan_mode_runs_nothing_that_writes_through_a_read_only_command,
+    a_warm_sandbox_gives_each_command_a_clean_slate,
+    warm_commands_side_by_side_cannot_reach_each_other,
+    a_changed_spec_gets_a_sandbox_of_its_own,
+    a_killed_warm_sandbox_is_replaced,
+    a_killed_exec_leaves_nothing_a_warm_command_planted,
+    a_protected_path_made_after_the_sandbox_is_read_only_for_the_next_command,
+    a_protected_file_the_host_replaced_stays_read_only_for_the_next_warm_command,
+    a_hidden_file_the_host_replaced_stays_hidden_from_the_next_warm_command,
+);

@@ -42,8 +42,8 @@ struct Place {
 }
 
 impl Place {
-    /// `None` (after saying why) where this machine cannot run sandboxes.
-    fn new() -> Option<Place> {
+    /// Skips the test where this machine cannot run sandboxes.
+    fn new() -> Place {
         let tmp = tempfile::tempdir_in("/var/tmp").expect("temp dir");
         let ws = tmp.path().join("ws");
         let state = tmp.path().join("state");
@@ -54,16 +54,13 @@ impl Place {
             state,
         };
         let probe = p.cordon(&["run", "--", "true"]).output().expect("cordon");
-        if probe.status.success() {
-            return Some(p);
+        if !probe.status.success() {
+            common::skip(format!(
+                "cordon run -- true failed here: {}",
+                stderr(&probe)
+            ));
         }
-        let why = format!("cordon run -- true failed here: {}", stderr(&probe));
-        assert!(
-            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
-            "{why} (CORDON_TEST_NO_SKIP is set)"
-        );
-        eprintln!("skipped: {why}");
-        None
+        p
     }
 
     fn cordon(&self, args: &[&str]) -> Command {
@@ -265,9 +262,8 @@ fn kill_all(pids: &[u32]) {
 /// at once (exec and the warm sandbox's helper: what a closing terminal or an agent's
 /// supervisor does). Nothing of cordon is left to undo; the next `cordon run` in the
 /// directory does, and says so.
-#[test]
 fn a_killed_session_leaves_nothing_once_cordon_runs_there_again() {
-    let Some(place) = Place::new() else { return };
+    let place = Place::new();
     let mut exec = Exec::start(&place, &[], true);
     exec.run("plant", &format!("{PLANT}; exec sleep 876542"));
     exec.wait_output("plant", "planted");
@@ -296,9 +292,8 @@ fn a_killed_session_leaves_nothing_once_cordon_runs_there_again() {
 
 /// A cold run (`CORDON_NO_WARM=1`) plants and sleeps; its whole process tree is killed at
 /// once, the watcher that would undo it included. `cordon doctor` undoes it and says so.
-#[test]
 fn a_killed_tree_leaves_nothing_once_doctor_runs() {
-    let Some(place) = Place::new() else { return };
+    let place = Place::new();
     let mut exec = Exec::start(&place, &[("CORDON_NO_WARM", "1")], false);
     exec.run("plant", &format!("{PLANT}; exec sleep 876543"));
     exec.wait_output("plant", "planted");
@@ -321,7 +316,7 @@ fn a_killed_tree_leaves_nothing_once_doctor_runs() {
 /// go-ahead, and then tries to plant again; they end in `order` (indexes). Whatever the
 /// order, nothing planted is left once the last has ended.
 fn side_by_side_cold(n: usize, order: &[usize]) {
-    let Some(place) = Place::new() else { return };
+    let place = Place::new();
     let mut runs = Vec::new();
     for i in 0..n {
         let first = if i == 0 { PLANT } else { "true" };
@@ -358,27 +353,23 @@ fn side_by_side_cold(n: usize, order: &[usize]) {
     );
 }
 
-#[test]
 fn two_runs_side_by_side_the_planter_ending_first() {
     side_by_side_cold(2, &[0, 1]);
 }
 
-#[test]
 fn two_runs_side_by_side_the_planter_ending_last() {
     side_by_side_cold(2, &[1, 0]);
 }
 
-#[test]
 fn three_runs_side_by_side() {
     side_by_side_cold(3, &[1, 0, 2]);
 }
 
 /// The same with warm commands of one `cordon exec` (the second gets a sandbox of its own,
 /// built over the planted files, which are then read-only in its view).
-#[test]
 fn two_warm_commands_side_by_side() {
     for planter_ends_first in [true, false] {
-        let Some(place) = Place::new() else { return };
+        let place = Place::new();
         let mut exec = Exec::start(&place, &[], false);
         let script = |i: usize, first: &str| {
             format!(
@@ -450,10 +441,9 @@ impl AgentHome {
 /// settings; the second starts after that, so it finds the hook already there, and plants
 /// another. Whichever ends last, the settings end as the first run found them: the second's
 /// view of "before" holds the first's hook and must not be what is put back.
-#[test]
 fn two_agent_runs_side_by_side_leave_the_settings_as_the_first_found_them() {
     for first_ends_first in [true, false] {
-        let Some(place) = Place::new() else { return };
+        let place = Place::new();
         let agent = AgentHome::new(&place);
         let mut runs = [
             Some(agent.plant_and_wait(&place, 0)),
@@ -486,9 +476,8 @@ fn two_agent_runs_side_by_side_leave_the_settings_as_the_first_found_them() {
 /// A `run --agent` plants a hook in the agent's settings; its whole process tree (cordon,
 /// its watcher, the command) is killed at once. The settings stay planted until a cordon
 /// runs again: then `cordon doctor` puts them back and says so.
-#[test]
 fn a_killed_agent_run_has_its_settings_put_back_by_the_next_cordon() {
-    let Some(place) = Place::new() else { return };
+    let place = Place::new();
     let agent = AgentHome::new(&place);
     let run = agent.plant_and_wait(&place, 0);
     let pids = tree(run.id());
@@ -513,3 +502,15 @@ fn a_killed_agent_run_has_its_settings_put_back_by_the_next_cordon() {
     assert!(said.contains("changed: hooks"), "{said}");
     assert_eq!(agent.settings(), SETTINGS_BEFORE, "{said}");
 }
+
+common::tests!(
+    "guards.rs":
+    a_killed_session_leaves_nothing_once_cordon_runs_there_again,
+    a_killed_tree_leaves_nothing_once_doctor_runs,
+    two_runs_side_by_side_the_planter_ending_first,
+    two_runs_side_by_side_the_planter_ending_last,
+    three_runs_side_by_side,
+    two_warm_commands_side_by_side,
+    two_agent_runs_side_by_side_leave_the_settings_as_the_first_found_them,
+    a_killed_agent_run_has_its_settings_put_back_by_the_next_cordon,
+);

@@ -12,28 +12,25 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::engines::{Eng, IMAGE, skip};
+use common::engines::{Eng, IMAGE};
+use common::skip;
 use common::{Mode, Sandbox, cordon_bin, stderr, stdout};
 
-fn python() -> Option<PathBuf> {
-    let found = std::env::var_os("CORDON_MCP_PYTHON").map(PathBuf::from);
-    if found.is_none() {
-        let why = "mcp client test skipped: CORDON_MCP_PYTHON is not set (a python with the `mcp` \
-                   package, e.g. `python3 -m venv /var/tmp/cordon-mcp-venv && \
-                   /var/tmp/cordon-mcp-venv/bin/pip install mcp`; .ci/run does this)";
-        assert!(
-            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
-            "{why} (CORDON_TEST_NO_SKIP is set)"
-        );
-        eprintln!("{why}");
-    }
-    found
+fn python() -> PathBuf {
+    std::env::var_os("CORDON_MCP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            skip(
+                "CORDON_MCP_PYTHON is not set (a python with the `mcp` package, e.g. \
+                 `python3 -m venv /var/tmp/cordon-mcp-venv && \
+                 /var/tmp/cordon-mcp-venv/bin/pip install mcp`; .ci/run does this)",
+            )
+        })
 }
 
-#[test]
 fn a_real_mcp_client_lists_calls_streams_cancels_and_is_asked() {
-    let Some(python) = python() else { return };
-    let Some(sb) = Sandbox::new() else { return };
+    let python = python();
+    let sb = Sandbox::new();
     let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/drive.py");
     std::fs::write(sb.outside.join("secret"), "not for the agent").expect("write");
     let out = Command::new(&python)
@@ -61,9 +58,8 @@ fn a_real_mcp_client_lists_calls_streams_cancels_and_is_asked() {
 
 /// A client that goes away mid-run (its end of the pipe closes, no cancel sent) leaves no
 /// sandbox behind: cordon cancels what runs, waits for it, and exits.
-#[test]
 fn the_end_of_input_stops_what_runs_and_cordon_exits() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut cmd = Command::new(cordon_bin());
     cmd.args(["mcp", "--mode", "yolo"])
         .current_dir(&sb.ws)
@@ -81,11 +77,8 @@ fn the_end_of_input_stops_what_runs_and_cordon_exits() {
 /// SIGTERM ends `cordon mcp` as the end of its input does, in a warm sandbox: the running
 /// command is stopped, what it planted undone, and nothing of the server's is left in TMPDIR
 /// (the directory its run reports go to).
-#[test]
 fn sigterm_stops_what_runs_and_leaves_nothing_behind() {
-    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
-        return;
-    };
+    let sb = Sandbox::with_mode(Mode::Warm);
     let tmp = sb.outside.join("tmp");
     std::fs::create_dir(&tmp).expect("mkdir TMPDIR");
     let mut cmd = Command::new(cordon_bin());
@@ -163,9 +156,8 @@ fn serve_lines(mut cmd: Command, lines: &[&str]) -> std::process::Output {
 
 /// A question pending when the client closes its input is answered no at once: no answer can
 /// come any more. (rmcp would otherwise let the handler wait 5 s, then drop its result.)
-#[test]
 fn a_question_pending_at_the_end_of_input_is_answered_no() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let lines = [
         INITIALIZE,
         INITIALIZED,
@@ -203,10 +195,9 @@ struct Project {
 }
 
 impl Project {
-    fn new(engine: Eng) -> Option<Self> {
+    fn new(engine: Eng) -> Self {
         if let Err(why) = engine.ready() {
             skip(why);
-            return None;
         }
         let ws = tempfile::Builder::new()
             .prefix("cordonmcp")
@@ -229,7 +220,7 @@ impl Project {
             "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"touch denied-by-extension\"\ndecision = \"deny\"\npriority = 100\n",
         )
         .expect("write the policy");
-        Some(Project { ws, around, engine })
+        Project { ws, around, engine }
     }
 
     fn ws(&self) -> &Path {
@@ -295,10 +286,8 @@ impl Project {
 /// `in_a_container` part): the tools act in the container, on the host's workspace, under
 /// the host's policy, and no container is left when the client goes.
 fn a_real_mcp_client_drives_the_server_in_a_container(engine: Eng) {
-    let Some(python) = python() else { return };
-    let Some(p) = Project::new(engine) else {
-        return;
-    };
+    let python = python();
+    let p = Project::new(engine);
     std::fs::write(p.outside().join("secret"), "not for the agent").expect("write");
     // A command the user's settings place outside the sandbox: it must still stay inside.
     std::fs::write(
@@ -346,12 +335,10 @@ fn a_real_mcp_client_drives_the_server_in_a_container(engine: Eng) {
     assert_eq!(p.containers(), Vec::<String>::new());
 }
 
-#[test]
 fn a_real_mcp_client_drives_the_server_in_docker() {
     a_real_mcp_client_drives_the_server_in_a_container(Eng::Docker);
 }
 
-#[test]
 fn a_real_mcp_client_drives_the_server_in_podman() {
     a_real_mcp_client_drives_the_server_in_a_container(Eng::Podman);
 }
@@ -403,11 +390,10 @@ fn serving_a_long_command(
 
 /// A `run_shell_command` while the server already runs `--max-commands` of them is an error
 /// result that names the limit and how to raise it; nothing of it runs.
-#[test]
 fn a_call_beyond_max_commands_is_an_error_naming_the_limit() {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut child = Command::new(cordon_bin())
         .args(["mcp", "--mode", "yolo", "--max-commands", "1"])
         .current_dir(&sb.ws)
@@ -460,11 +446,8 @@ fn a_call_beyond_max_commands_is_an_error_naming_the_limit() {
 /// `cordon mcp` killed outright while a command it runs in a warm sandbox has planted a
 /// start-up file: the sandbox's helper, which outlives it, removes the file once the command
 /// is gone (the same pool as `exec`'s; tests/exec.rs tries more).
-#[test]
 fn a_killed_server_leaves_nothing_a_warm_command_planted() {
-    let Some(sb) = Sandbox::with_mode(Mode::Warm) else {
-        return;
-    };
+    let sb = Sandbox::with_mode(Mode::Warm);
     let mut cmd = Command::new(cordon_bin());
     cmd.args(["mcp", "--mode", "yolo"])
         .current_dir(&sb.ws)
@@ -501,9 +484,7 @@ fn pgrep(pattern: &str) -> String {
 /// the host's cordon (the last through the watcher `cordon run --backend` starts), while the
 /// client still holds its end of the pipe.
 fn no_container_outlives_the_host_cordon(engine: Eng) {
-    let Some(p) = Project::new(engine) else {
-        return;
-    };
+    let p = Project::new(engine);
     let marker = if engine == Eng::Docker {
         "987631"
     } else {
@@ -548,12 +529,10 @@ fn no_container_outlives_the_host_cordon(engine: Eng) {
     }
 }
 
-#[test]
 fn no_container_outlives_the_host_cordon_in_docker() {
     no_container_outlives_the_host_cordon(Eng::Docker);
 }
 
-#[test]
 fn no_container_outlives_the_host_cordon_in_podman() {
     no_container_outlives_the_host_cordon(Eng::Podman);
 }
@@ -561,7 +540,6 @@ fn no_container_outlives_the_host_cordon_in_podman() {
 /// What `--backend` cannot do for `cordon mcp` is refused before anything starts, saying why;
 /// `--dry-run` shows the engine's command: cordon's own binary and shared objects mounted
 /// read-only, started by its loader as the worker, with the policy's flags.
-#[test]
 fn the_backend_flags_are_checked_and_the_dry_run_shows_the_worker() {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir(dir.path().join("secret")).expect("mkdir");
@@ -698,24 +676,21 @@ fn the_backend_flags_are_checked_and_the_dry_run_shows_the_worker() {
 
 /// As an unprivileged user who may use Docker's socket, what the tools write in the
 /// container lands in the host's workspace owned by that user, file tools and commands alike.
-#[test]
 fn an_unprivileged_users_files_are_theirs_on_the_host() {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::process::Stdio;
 
-    let Some(p) = Project::new(Eng::Docker) else {
-        return;
-    };
+    let p = Project::new(Eng::Docker);
     let Ok(socket) = std::fs::metadata("/var/run/docker.sock") else {
-        return skip("no /var/run/docker.sock to hand an unprivileged user");
+        skip("no /var/run/docker.sock to hand an unprivileged user");
     };
     let root = Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|o| stdout(&o).trim() == "0");
     if Command::new("setpriv").arg("--version").output().is_err() || !root {
-        return skip("the unprivileged-user test needs root and setpriv (util-linux)");
+        skip("the unprivileged-user test needs root and setpriv (util-linux)");
     }
     let (uid, gid) = (4322u32, 4322u32);
     // A copy the user can run, and directories of theirs.
@@ -812,9 +787,7 @@ fn an_unprivileged_users_files_are_theirs_on_the_host() {
 /// The launcher and the server it starts in the container both work out the sandbox's paths;
 /// a pattern that matches nothing is still said once.
 fn warnings_are_said_once_with_the_server_in_a_container(engine: Eng) {
-    let Some(p) = Project::new(engine) else {
-        return;
-    };
+    let p = Project::new(engine);
     let pattern = format!("{}/**/*.cordon-matches-none", p.ws().display());
     let out = serve_lines(
         p.mcp(&["--deny-read", &pattern]),
@@ -827,17 +800,14 @@ fn warnings_are_said_once_with_the_server_in_a_container(engine: Eng) {
     assert_eq!(said, 1, "said {said} times:\n{}", stderr(&out));
 }
 
-#[test]
 fn warnings_are_said_once_with_the_server_in_docker() {
     warnings_are_said_once_with_the_server_in_a_container(Eng::Docker);
 }
 
-#[test]
 fn warnings_are_said_once_with_the_server_in_podman() {
     warnings_are_said_once_with_the_server_in_a_container(Eng::Podman);
 }
 
-#[test]
 fn engine_and_image_problems_are_said_before_serving() {
     let said = |mut cmd: Command, says: &str| {
         let out = cmd
@@ -861,9 +831,7 @@ fn engine_and_image_problems_are_said_before_serving() {
         "podman is not installed (not found on PATH): install Podman",
     );
 
-    let Some(p) = Project::new(Eng::Docker) else {
-        return;
-    };
+    let p = Project::new(Eng::Docker);
     let mut unreachable = p.mcp(&[]);
     unreachable.env("DOCKER_HOST", "unix:///nonexistent/cordon-test.sock");
     said(unreachable, "cannot reach the docker engine: start it");
@@ -884,7 +852,7 @@ fn tool_numbers_out_of_range_are_named(
     field: &str,
     bad: &[&str],
 ) {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     std::fs::write(sb.ws.join("f.txt"), "one\ntwo\n").expect("write");
     let mut calls = Vec::new();
     for (i, b) in bad.iter().enumerate() {
@@ -949,7 +917,6 @@ const BAD_LINE_NUMBERS: &[&str] = &[
     "\"3\"",
 ];
 
-#[test]
 fn read_file_refuses_an_offset_out_of_range() {
     tool_numbers_out_of_range_are_named(
         "read_file",
@@ -959,7 +926,6 @@ fn read_file_refuses_an_offset_out_of_range() {
     );
 }
 
-#[test]
 fn read_file_refuses_a_limit_out_of_range() {
     tool_numbers_out_of_range_are_named(
         "read_file",
@@ -969,7 +935,6 @@ fn read_file_refuses_a_limit_out_of_range() {
     );
 }
 
-#[test]
 fn replace_refuses_expected_replacements_out_of_range() {
     tool_numbers_out_of_range_are_named(
         "replace",
@@ -1027,9 +992,8 @@ fn call_tools_env(
 /// The file tools write on a command's behalf outside the sandbox, so they keep to the same
 /// protected paths, in every mode (yolo here), for files that do not exist yet as well:
 /// start-up files, editor tasks, agent settings and git metadata at any depth.
-#[test]
 fn the_file_tools_refuse_to_create_protected_files_in_yolo_mode() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     std::fs::create_dir_all(sb.ws.join("vendor/lib/.git")).expect("mkdir");
     let protected = [
         ".bashrc",
@@ -1077,9 +1041,8 @@ fn the_file_tools_refuse_to_create_protected_files_in_yolo_mode() {
 
 /// `dir_path` becomes the run's writable directory: one outside the workspace, or through a
 /// link out of it, is refused before anything runs.
-#[test]
 fn run_shell_command_refuses_a_dir_path_outside_the_workspace() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     std::os::unix::fs::symlink(&sb.outside, sb.ws.join("out")).expect("symlink");
     let outside = sb.outside.display().to_string();
     let bad = ["/", outside.as_str(), "..", "out"];
@@ -1147,9 +1110,8 @@ fn nothing_outside(outside: &Path) {
 /// While a directory on the way is swapped for a link out of the workspace, `write_file` and
 /// `replace` never create or change anything outside it: each name is opened from the one
 /// before without following links.
-#[test]
 fn the_file_tools_never_write_outside_while_a_directory_is_swapped_for_a_link() {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     let mut racer = swapper(&sb.ws, &sb.outside);
     let calls: Vec<(&str, serde_json::Value)> = (0..1500)
         .map(|i| {
@@ -1172,20 +1134,18 @@ fn the_file_tools_never_write_outside_while_a_directory_is_swapped_for_a_link() 
 
 /// While the directory named by `dir_path` is swapped for a link out of the workspace, the
 /// run never gets a directory outside it as its (writable) working directory.
-#[test]
 fn run_shell_command_never_runs_outside_while_dir_path_is_swapped_for_a_link() {
     dir_path_swapped(&[]);
 }
 
 /// The same without user namespaces, where Landlock's rule makes the working directory
 /// writable.
-#[test]
 fn run_shell_command_never_runs_outside_while_dir_path_is_swapped_without_namespaces() {
     dir_path_swapped(&[("CORDON_SANDBOX_LANDLOCK_ONLY", "1")]);
 }
 
 fn dir_path_swapped(env: &[(&str, &str)]) {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     // All 150 calls come at once, and each must run (not be refused as one too many) to race
     // the swap; the settings that allow that lie where nothing is looked for.
     let settings = tempfile::tempdir().expect("temp dir");
@@ -1230,7 +1190,7 @@ fn dir_path_swapped(env: &[(&str, &str)]) {
 /// Calls, while a directory is swapped for a link out of the workspace, `n` tools (`call(i)`
 /// gives the i-th) and fails if any answer shows the outside file's name or contents.
 fn nothing_outside_is_shown(n: usize, call: impl Fn(usize) -> (&'static str, serde_json::Value)) {
-    let Some(sb) = Sandbox::new() else { return };
+    let sb = Sandbox::new();
     std::fs::write(sb.outside.join("outside-secret"), "the secret\n").expect("write");
     let mut racer = swapper(&sb.ws, &sb.outside);
     let calls: Vec<(&str, serde_json::Value)> = (0..n).map(call).collect();
@@ -1254,7 +1214,6 @@ fn nothing_outside_is_shown(n: usize, call: impl Fn(usize) -> (&'static str, ser
 
 /// While the listed directory is swapped for a link out of the workspace, `list_directory`
 /// and `read_file` never show what is outside.
-#[test]
 fn the_file_tools_never_read_outside_while_a_directory_is_swapped_for_a_link() {
     nothing_outside_is_shown(1500, |i| {
         if i % 2 == 0 {
@@ -1270,7 +1229,6 @@ fn the_file_tools_never_read_outside_while_a_directory_is_swapped_for_a_link() {
 
 /// While a directory is swapped for a link out of the workspace, `glob` and
 /// `search_file_content` never name what is outside.
-#[test]
 fn the_walking_tools_never_name_what_is_outside_while_a_directory_is_swapped() {
     nothing_outside_is_shown(1000, |i| {
         if i % 2 == 0 {
@@ -1283,3 +1241,32 @@ fn the_walking_tools_never_name_what_is_outside_while_a_directory_is_swapped() {
         }
     });
 }
+
+common::tests!(
+    "mcp.rs":
+    a_real_mcp_client_lists_calls_streams_cancels_and_is_asked,
+    the_end_of_input_stops_what_runs_and_cordon_exits,
+    sigterm_stops_what_runs_and_leaves_nothing_behind,
+    a_question_pending_at_the_end_of_input_is_answered_no,
+    a_real_mcp_client_drives_the_server_in_docker,
+    a_real_mcp_client_drives_the_server_in_podman,
+    a_call_beyond_max_commands_is_an_error_naming_the_limit,
+    a_killed_server_leaves_nothing_a_warm_command_planted,
+    no_container_outlives_the_host_cordon_in_docker,
+    no_container_outlives_the_host_cordon_in_podman,
+    the_backend_flags_are_checked_and_the_dry_run_shows_the_worker,
+    an_unprivileged_users_files_are_theirs_on_the_host,
+    warnings_are_said_once_with_the_server_in_docker,
+    warnings_are_said_once_with_the_server_in_podman,
+    engine_and_image_problems_are_said_before_serving,
+    read_file_refuses_an_offset_out_of_range,
+    read_file_refuses_a_limit_out_of_range,
+    replace_refuses_expected_replacements_out_of_range,
+    the_file_tools_refuse_to_create_protected_files_in_yolo_mode,
+    run_shell_command_refuses_a_dir_path_outside_the_workspace,
+    the_file_tools_never_write_outside_while_a_directory_is_swapped_for_a_link,
+    run_shell_command_never_runs_outside_while_dir_path_is_swapped_for_a_link,
+    run_shell_command_never_runs_outside_while_dir_path_is_swapped_without_namespaces,
+    the_file_tools_never_read_outside_while_a_directory_is_swapped_for_a_link,
+    the_walking_tools_never_name_what_is_outside_while_a_directory_is_swapped,
+);

@@ -56,18 +56,12 @@ fn origin(body: &'static str) -> (u16, mpsc::Receiver<()>) {
     (port, ends)
 }
 
-fn sandbox() -> Option<Sandbox> {
-    let sb = Sandbox::new()?;
+fn sandbox() -> Sandbox {
+    let sb = Sandbox::new();
     if Command::new("curl").arg("--version").output().is_err() {
-        let why = "network tests skipped: curl is not installed";
-        assert!(
-            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
-            "{why} (CORDON_TEST_NO_SKIP is set)"
-        );
-        eprintln!("{why}");
-        return None;
+        common::skip("curl is not installed");
     }
-    Some(sb)
+    sb
 }
 
 /// `cordon run` with the names `allowed.test`, `other.test` and `denied.test` all pointing at
@@ -86,9 +80,8 @@ fn run(sb: &Sandbox, extra: &[&str], script: &str, report: Option<&Path>) -> Out
     sb.command().args(&args).output().expect("run")
 }
 
-#[test]
 fn an_allowed_domain_is_reachable_and_others_are_not() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let (port, _) = origin("hello from origin");
     let report = sb.outside.join("report.json");
     let o = run(
@@ -136,9 +129,8 @@ fn an_allowed_domain_is_reachable_and_others_are_not() {
 /// With a Unix socket allowed, every `connect` of the command goes through the sandbox's
 /// supervisor, TCP to the proxy included: that way out still works, blocking (curl) or not
 /// (python with a timeout).
-#[test]
 fn the_proxy_is_reachable_with_a_unix_socket_allowed() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let (port, _) = origin("hello through the supervisor");
     let agent = sb.outside.join("agent.sock");
     let _agent = std::os::unix::net::UnixListener::bind(&agent).expect("bind");
@@ -169,9 +161,8 @@ print(s.recv(4096).decode().split('\\r\\n\\r\\n')[-1])
     );
 }
 
-#[test]
 fn a_name_pointing_at_this_machine_is_refused_without_allow_private_ips() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let (port, _) = origin("should not be seen");
     let o = run(
         &sb,
@@ -187,9 +178,8 @@ fn a_name_pointing_at_this_machine_is_refused_without_allow_private_ips() {
     );
 }
 
-#[test]
 fn socks5h_reaches_an_allowed_name_and_nothing_else() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let (port, _) = origin("via socks");
     let o = run(
         &sb,
@@ -208,9 +198,8 @@ fn socks5h_reaches_an_allowed_name_and_nothing_else() {
     );
 }
 
-#[test]
 fn a_tunnel_whose_tls_names_another_host_is_cut() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let (port, _) = origin("unused");
     let report = sb.outside.join("report.json");
     // curl asks the proxy for allowed.test but speaks TLS to other.test (domain fronting).
@@ -227,9 +216,8 @@ fn a_tunnel_whose_tls_names_another_host_is_cut() {
     assert!(r.contains("differs from the tunnel's host"), "{r}");
 }
 
-#[test]
 fn without_allowed_domains_there_is_no_way_out() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let (port, _) = origin("should not be seen");
     let o = run(
         &sb,
@@ -244,9 +232,8 @@ fn without_allowed_domains_there_is_no_way_out() {
     assert!(!stdout(&o).contains("should not be seen"), "{}", stdout(&o));
 }
 
-#[test]
 fn connections_left_open_end_with_the_run() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let (port, ends) = origin("x");
     // A background client that keeps its tunnel open long after the command has ended.
     let script = format!(
@@ -272,9 +259,8 @@ time.sleep(60)
     );
 }
 
-#[test]
 fn bad_network_flags_are_named() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     for (flag, want) in [
         ("--allow-domain=*", "wildcard"),
         ("--deny-domain=exa mple.com", "not a valid host name"),
@@ -394,17 +380,10 @@ s.serve_forever()
     Some((child, port))
 }
 
-#[test]
 fn https_to_an_allowed_domain_works_through_the_tunnel() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let Some((mut server, port)) = tls_origin(&sb.ws, "hello over tls") else {
-        let why = "the HTTPS test needs openssl and python3's ssl module";
-        assert!(
-            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
-            "{why} (CORDON_TEST_NO_SKIP is set)"
-        );
-        eprintln!("{why}");
-        return;
+        common::skip("the HTTPS test needs openssl and python3's ssl module");
     };
     let o = run(
         &sb,
@@ -450,14 +429,9 @@ fn standalone_proxy_with(
     (proxy, addr)
 }
 
-#[test]
 fn the_proxy_runs_alone_for_other_tools() {
     if Command::new("curl").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
-            "curl is missing"
-        );
-        return;
+        common::skip("curl is not installed");
     }
     let (port, _) = origin("alone");
     let (mut proxy, addr) = standalone_proxy(&[
@@ -495,9 +469,8 @@ fn the_proxy_runs_alone_for_other_tools() {
     assert!(stderr(&o).contains("--listen nowhere"), "{}", stderr(&o));
 }
 
-#[test]
 fn cordon_connect_carries_ssh_and_git_through_the_socks_proxy() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let (port, _) = origin("through connect");
     let cordon = common::cordon_bin();
     let o = run(
@@ -524,9 +497,8 @@ fn cordon_connect_carries_ssh_and_git_through_the_socks_proxy() {
     );
 }
 
-#[test]
 fn an_upstream_proxy_carries_the_runs_connections() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let (port, _) = origin("via upstream");
     // The upstream is cordon's own proxy, allowing only allowed.test; the run would also
     // allow other.test, so a refusal of it shows the connection went upstream.
@@ -581,21 +553,15 @@ for line in channel:
 sys.exit(run.wait())
 "#;
 
-fn python_missing() -> bool {
-    let missing = Command::new("python3").arg("--version").output().is_err();
-    assert!(
-        !(missing && std::env::var_os("CORDON_TEST_NO_SKIP").is_some()),
-        "python3 is missing (CORDON_TEST_NO_SKIP is set)"
-    );
-    missing
+fn need_python() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        common::skip("python3 is not installed");
+    }
 }
 
-#[test]
 fn an_embedding_program_answers_about_unlisted_hosts_and_always_is_kept() {
-    let Some(sb) = sandbox() else { return };
-    if python_missing() {
-        return;
-    }
+    let sb = sandbox();
+    need_python();
     let (port, _) = origin("asked and allowed");
     let config = sb.outside.join("config");
     let script = format!(
@@ -693,12 +659,9 @@ _, status = os.waitpid(pid, 0)
 sys.exit(os.waitstatus_to_exitcode(status))
 "#;
 
-#[test]
 fn the_person_at_the_terminal_is_asked_once_per_host() {
-    let Some(sb) = sandbox() else { return };
-    if python_missing() {
-        return;
-    }
+    let sb = sandbox();
+    need_python();
     let (port, _) = origin("the person said yes");
     let o = Command::new("python3")
         .args(["-c", ON_A_TERMINAL, "o,d"])
@@ -737,7 +700,6 @@ fn the_person_at_the_terminal_is_asked_once_per_host() {
     );
 }
 
-#[test]
 fn the_standalone_proxy_asks_on_standard_output() {
     let (port, _) = origin("asked over stdio");
     let (mut proxy, addr) = standalone_proxy_with(
@@ -790,9 +752,8 @@ fn the_standalone_proxy_asks_on_standard_output() {
     assert!(out.ends_with("asked over stdio"), "{out}");
 }
 
-#[test]
 fn asking_flags_that_cannot_work_are_named() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     for (flag, says) in [
         ("--ask-domains=stdio", "for `cordon proxy`"),
         ("--ask-domains=fd:57", "descriptor 57 is not open"),
@@ -831,12 +792,9 @@ fn get(port: u16) -> Result<String, String> {
     Ok(out)
 }
 
-#[test]
 fn a_published_port_leads_to_a_server_inside_and_ends_with_the_run() {
-    let Some(sb) = sandbox() else { return };
-    if python_missing() {
-        return;
-    }
+    let sb = sandbox();
+    need_python();
     std::fs::write(sb.ws.join("served-from-inside.txt"), "x").expect("write");
     let host_port = free_port();
     let mut run = sb
@@ -873,12 +831,9 @@ fn a_published_port_leads_to_a_server_inside_and_ends_with_the_run() {
     assert!(closed, "127.0.0.1:{host_port} still listens after the run");
 }
 
-#[test]
 fn publishing_is_refused_where_it_cannot_be_confined_and_bad_ports_are_named() {
-    let Some(sb) = sandbox() else { return };
-    let Some(alone) = Sandbox::with_mode(common::Mode::LandlockOnly) else {
-        return;
-    };
+    let sb = sandbox();
+    let alone = Sandbox::with_mode(common::Mode::LandlockOnly);
     for args in [&["--publish=8000"][..], &["--allow-local-binding"]] {
         let o = alone.run(&[args, &["--", "true"]].concat());
         assert_eq!(o.status.code(), Some(125), "{args:?}: {}", stderr(&o));
@@ -912,7 +867,6 @@ fn publishing_is_refused_where_it_cannot_be_confined_and_bad_ports_are_named() {
     );
 }
 
-#[test]
 fn the_standalone_proxy_follows_settings_as_they_change() {
     let (port, _) = origin("allowed by settings");
     let dir = tempfile::tempdir().expect("tmp");
@@ -988,9 +942,8 @@ fn the_standalone_proxy_follows_settings_as_they_change() {
 
 /// A long run (an agent under `cordon run`) gets the allowed hosts of settings edited while it
 /// runs, without a restart; hosts dropped from them are refused from then on.
-#[test]
 fn a_runs_proxy_follows_settings_edited_during_the_run() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let (port, _) = origin("hello from origin");
     let home = sb.outside.join("home");
     std::fs::create_dir_all(home.join(".config/cordon")).expect("mkdir");
@@ -1052,7 +1005,6 @@ fn a_runs_proxy_follows_settings_edited_during_the_run() {
 /// An answer's `id` out of range (a float, a negative, past what JSON carries exactly) is an
 /// error line naming `id` and its range; the question stays open and a good answer still
 /// lets the connection through.
-#[test]
 fn a_domain_answer_with_an_id_out_of_range_is_named_and_asking_goes_on() {
     let (port, _) = origin("answered after bad ids");
     let (mut proxy, addr) = standalone_proxy_with(
@@ -1164,9 +1116,8 @@ fn recording_origin() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
 /// proxied connection, or sent inside a CONNECT tunnel granted for the allowed host (alone,
 /// after an allowed request, after blank lines, or with a request line a lenient server
 /// still takes).
-#[test]
 fn plain_http_on_an_allowed_connection_cannot_name_another_host() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let (port, hosts) = recording_origin();
     let script = format!(
         r#"
@@ -1228,9 +1179,8 @@ print("tried")
 /// The proxy rereads the remembered hosts every few seconds, so a run that could write that
 /// file (its directory missing, in a writable place) would widen its own way out: with the
 /// file planted and the reload waited for, a host no rule allows is still refused.
-#[test]
 fn a_run_cannot_plant_remembered_hosts_for_its_own_proxy() {
-    let Some(sb) = sandbox() else { return };
+    let sb = sandbox();
     let (port, _) = origin("reached through a planted rule");
     let config = sb.ws.join(".config");
     let file = config.join("cordon/remembered-domains.toml");
@@ -1266,3 +1216,30 @@ fn a_run_cannot_plant_remembered_hosts_for_its_own_proxy() {
     );
     assert!(!file.exists(), "the planted file is left behind");
 }
+
+common::tests!(
+    "network.rs":
+    an_allowed_domain_is_reachable_and_others_are_not,
+    the_proxy_is_reachable_with_a_unix_socket_allowed,
+    a_name_pointing_at_this_machine_is_refused_without_allow_private_ips,
+    socks5h_reaches_an_allowed_name_and_nothing_else,
+    a_tunnel_whose_tls_names_another_host_is_cut,
+    without_allowed_domains_there_is_no_way_out,
+    connections_left_open_end_with_the_run,
+    bad_network_flags_are_named,
+    https_to_an_allowed_domain_works_through_the_tunnel,
+    the_proxy_runs_alone_for_other_tools,
+    cordon_connect_carries_ssh_and_git_through_the_socks_proxy,
+    an_upstream_proxy_carries_the_runs_connections,
+    an_embedding_program_answers_about_unlisted_hosts_and_always_is_kept,
+    the_person_at_the_terminal_is_asked_once_per_host,
+    the_standalone_proxy_asks_on_standard_output,
+    asking_flags_that_cannot_work_are_named,
+    a_published_port_leads_to_a_server_inside_and_ends_with_the_run,
+    publishing_is_refused_where_it_cannot_be_confined_and_bad_ports_are_named,
+    the_standalone_proxy_follows_settings_as_they_change,
+    a_runs_proxy_follows_settings_edited_during_the_run,
+    a_domain_answer_with_an_id_out_of_range_is_named_and_asking_goes_on,
+    plain_http_on_an_allowed_connection_cannot_name_another_host,
+    a_run_cannot_plant_remembered_hosts_for_its_own_proxy,
+);

@@ -150,12 +150,13 @@ fn installed(shell: &str) -> Option<String> {
         .find(|p| Path::new(p).is_file())
 }
 
-fn skip(why: &str) {
+/// Says what part of a test was left out; under `CORDON_TEST_NO_SKIP` that is a failure.
+fn left_out(why: &str) {
     assert!(
         std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
         "{why} (CORDON_TEST_NO_SKIP is set)"
     );
-    eprintln!("skipped: {why}");
+    eprintln!("left out: {why}");
 }
 
 /// The policy's decisions in plan mode, one per line, from one `cordon check --jsonl`.
@@ -221,17 +222,16 @@ fn hook_decision(line: &str, shell: &str) -> String {
 
 /// For each line the plan-mode policy allows, the shell that will run it changes nothing;
 /// the table of where the shells part is printed for the record.
-#[test]
 fn what_the_policy_allows_changes_nothing_in_the_shell_that_runs_it() {
     let Some(bash) = installed("bash") else {
-        return skip("bash is not installed");
+        common::skip("bash is not installed");
     };
     let Some(dash) = installed("dash") else {
-        return skip("dash is not installed (Debian: apt-get install dash)");
+        common::skip("dash is not installed (Debian: apt-get install dash)");
     };
     let zsh = installed("zsh");
     if zsh.is_none() {
-        skip("zsh is not installed (Debian: apt-get install zsh); its column is left out");
+        left_out("zsh is not installed (Debian: apt-get install zsh); its column is left out");
     }
     let lines: Vec<String> = CORPUS.iter().map(|s| s.to_string()).collect();
     let wrapped: Vec<String> = CORPUS
@@ -283,10 +283,9 @@ fn what_the_policy_allows_changes_nothing_in_the_shell_that_runs_it() {
 
 /// `cordon exec` in plan mode, one session: each line it allows runs, and the directory it
 /// runs in is left as bash leaves it (unchanged), not as dash would.
-#[test]
 fn exec_runs_what_it_allowed_with_bash() {
     let Some(dash) = installed("dash") else {
-        return skip("dash is not installed (Debian: apt-get install dash)");
+        common::skip("dash is not installed (Debian: apt-get install dash)");
     };
     let lines = [
         "cat README &>/dev/null rm -f f",
@@ -327,7 +326,6 @@ fn exec_runs_what_it_allowed_with_bash() {
 /// With `sandbox.excluded_commands = ["git"]`, a `git …` line runs outside the sandbox without
 /// a question; the rest of the line must be the `git` the policy read, so nothing else runs on
 /// the host (dash would run `touch` there).
-#[test]
 fn a_line_run_outside_the_sandbox_is_the_line_that_was_read() {
     let dir = scratch();
     let outside = tempfile::tempdir_in("/var/tmp").expect("temp dir");
@@ -354,7 +352,6 @@ fn a_line_run_outside_the_sandbox_is_the_line_that_was_read() {
 
 /// `cordon run -c LINE` runs the line with bash too, whatever `sh` is, and with no start-up
 /// code from the environment (`BASH_ENV` would run a file before the line).
-#[test]
 fn a_run_c_line_runs_with_bash_alone() {
     let dir = scratch();
     let start_up = dir.path().join("start-up");
@@ -372,7 +369,7 @@ fn a_run_c_line_runs_with_bash_alone() {
         .output()
         .expect("cordon run");
     if !out.status.success() && stderr(&out).contains("user namespaces") {
-        return skip("no sandbox here");
+        common::skip("no sandbox here");
     }
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
@@ -439,3 +436,11 @@ fn exec_session(dir: &Path, flags: &[&str], lines: &[&str], env: &[(&str, &str)]
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     events
 }
+
+common::tests!(
+    "shells.rs":
+    what_the_policy_allows_changes_nothing_in_the_shell_that_runs_it,
+    exec_runs_what_it_allowed_with_bash,
+    a_line_run_outside_the_sandbox_is_the_line_that_was_read,
+    a_run_c_line_runs_with_bash_alone,
+);

@@ -168,7 +168,7 @@ fn managed_locks_hold_against_every_other_layer() {
         ..Default::default()
     };
     let flags = LayerValues {
-        allow_domains: Some(strings(&["pypi.org"])),
+        allow_domains: Some(strings(&["packages.example"])),
         ..Default::default()
     };
     let locks = Locks {

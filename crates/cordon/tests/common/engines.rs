@@ -17,14 +17,6 @@ pub const IMAGE: &str = "cordon-test-busybox:3";
 /// busybox alone: an image without bash.
 pub const NO_BASH_IMAGE: &str = "cordon-test-busybox-nobash:2";
 
-pub fn skip(why: &str) {
-    assert!(
-        std::env::var_os("CORDON_TEST_NO_SKIP").is_none(),
-        "{why} (CORDON_TEST_NO_SKIP is set)"
-    );
-    eprintln!("container tests skipped: {why}");
-}
-
 /// The engines the tests run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Eng {
