@@ -282,6 +282,8 @@ pub struct RunConfig {
     pub sources: Sources,
     /// `--agent`: its directories of commands, hooks and the like, read-only in the run.
     pub agent_controls: Vec<PathBuf>,
+    /// Package managers' caches of the project's own ([`crate::caches`]).
+    pub private_caches: bool,
     /// `--agent`: its settings files, read just before the run, where what would run or allow
     /// something after it is undone.
     pub agent_settings: Option<cordon_sandbox::kept::SettingsFiles>,
@@ -336,6 +338,8 @@ impl RunConfig {
             .unwrap_or_default();
         let mut expose_credentials = value(s.expose_credentials).unwrap_or_default();
         let (mut agent_controls, mut agent_settings) = (Vec::new(), None);
+        let caches_setting = value(s.private_caches);
+        let mut private_caches = caches_setting.unwrap_or(false);
         if let Some(agent) = sources.agent {
             let profile = crate::agents::profile::profile(
                 agent,
@@ -360,6 +364,9 @@ impl RunConfig {
                     .collect(),
             });
             agent_controls = profile.control_dirs;
+            // An agent installs packages as it works; unless the settings say otherwise,
+            // into the project's caches rather than the host's.
+            private_caches = caches_setting.unwrap_or(true);
             allow_write.extend(profile.dirs);
             expose_credentials.push(profile.credentials.to_string());
             let by = format!("--agent {}", agent.name());
@@ -416,6 +423,7 @@ impl RunConfig {
             sources: sources.clone(),
             agent_controls,
             agent_settings,
+            private_caches,
         })
     }
 

@@ -19,6 +19,7 @@
 #[cfg(unix)]
 pub mod agents;
 pub mod bounds;
+pub mod caches;
 #[cfg(unix)]
 pub mod child;
 pub mod config;

@@ -30,6 +30,9 @@ pub struct Plan {
     /// The git metadata in the writable places before the run, and the search's bound.
     pub git: GitMeta,
     pub git_limit: usize,
+    /// The project's package caches, with `private_caches`: writable (among `writable`), and
+    /// their variables set in the run.
+    pub caches: Option<crate::caches::Caches>,
     /// Patterns that matched nothing or too much: for the user, once per command they typed
     /// (the worker of `mcp --backend` plans again what its launcher has planned and said).
     pub warnings: Vec<String>,
@@ -82,15 +85,29 @@ pub fn plan(config: &RunConfig) -> anyhow::Result<Plan> {
     // In a linked git worktree, `git commit` writes into the main repository's objects and
     // refs; allow those, not its config or hooks.
     writable.extend(linked_worktree_writable(&cwd));
+    let caches = config
+        .private_caches
+        .then(|| crate::caches::Caches::of(&cwd))
+        .flatten();
+    if config.private_caches && caches.is_none() {
+        warnings.push(
+            "private_caches: no home directory to keep the caches in; package managers use their own defaults"
+                .into(),
+        );
+    }
     // Start-up files, git's config and hooks, editor and agent settings stay read-only in
-    // every writable place.
-    for root in std::iter::once(&cwd).chain(&writable) {
+    // every writable place the host's tools use (not the project's package caches).
+    let roots: Vec<PathBuf> = std::iter::once(&cwd)
+        .chain(&writable)
+        .filter(|r| !crate::caches::is_caches(r))
+        .cloned()
+        .collect();
+    for root in &roots {
         read_only.extend(existing_protected(root));
     }
     // git metadata at any depth (nested and vendored repositories, submodules, worktrees,
     // a hooksPath in the tree): what makes git run a program stays read-only.
     let git_limit = gitmeta::scan_limit().map_err(anyhow::Error::msg)?;
-    let roots: Vec<PathBuf> = std::iter::once(&cwd).chain(&writable).cloned().collect();
     let git = gitmeta::scan(&roots, git_limit);
     read_only.extend(
         git.runs_code
@@ -99,6 +116,9 @@ pub fn plan(config: &RunConfig) -> anyhow::Result<Plan> {
             .cloned()
             .collect::<Vec<_>>(),
     );
+    if let Some(c) = &caches {
+        writable.push(c.root.clone());
+    }
     // cordon's own settings and policies, wherever a writable place holds them.
     let own_settings: Vec<PathBuf> = crate::policy::own_settings_dirs()
         .into_iter()
@@ -127,6 +147,7 @@ pub fn plan(config: &RunConfig) -> anyhow::Result<Plan> {
         unix_sockets,
         git,
         git_limit,
+        caches,
         warnings,
     })
 }

@@ -192,7 +192,13 @@ pub(crate) fn guard_before(
     git: &GitMeta,
     git_limit: usize,
 ) -> RunGuard {
-    let mut guard = RunGuard::before(&spec.cwd, &spec.writable, own_settings, git, git_limit);
+    let guarded: Vec<PathBuf> = spec
+        .writable
+        .iter()
+        .filter(|w| !crate::caches::is_caches(w))
+        .cloned()
+        .collect();
+    let mut guard = RunGuard::before(&spec.cwd, &guarded, own_settings, git, git_limit);
     if let Some(files) = &config.agent_settings {
         guard.keep_settings(files);
     }
@@ -332,6 +338,7 @@ pub(crate) fn prepare(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow
         unix_sockets,
         git,
         git_limit,
+        caches,
         warnings: _,
     } = plan;
     let sorted = config
@@ -342,6 +349,27 @@ pub(crate) fn prepare(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow
     if matches!(launch.program, Program::Script(_)) {
         // Whatever the lists pass, bash would read code or options from these.
         env.retain(|(k, _)| !cordon_sandbox::shell::changes_the_shell(k));
+    }
+    // An image has caches of its own, where these paths mean nothing.
+    let (caches, writable) = match caches {
+        Some(c) if launch.backend.in_image() => {
+            let root = c.root;
+            (None, writable.into_iter().filter(|w| *w != root).collect())
+        }
+        caches => (caches, writable),
+    };
+    if let Some(caches) = &caches {
+        if !launch.backend.dry_run {
+            caches.make().with_context(|| {
+                format!(
+                    "cannot make the project's package caches in {}",
+                    caches.root.display()
+                )
+            })?;
+        }
+        let vars = caches.vars();
+        env.retain(|(k, _)| !vars.iter().any(|(v, _)| v == k));
+        env.extend(vars);
     }
     let isolation = isolation(config);
     let (wanted, grouped) = limits(config, launch.session_share(), isolation, timeout);

@@ -72,6 +72,10 @@ pub struct FilesystemTable {
     /// that commands and tools may read. Every other one is hidden and refused. A project's
     /// file may not expose any unless the project is trusted.
     pub expose_credentials: Option<Vec<String>>,
+    /// npm, Yarn, pip, cargo and go get caches of the project's own, kept between its runs
+    /// under cordon's cache directory, instead of the home directory's (which the sandbox keeps
+    /// read-only, and which a command could poison for later builds on the host).
+    pub private_caches: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]

@@ -128,6 +128,7 @@ pub struct Settings {
     pub deny_domains: Vec<Sourced<String>>,
     pub allow_private_ips: Option<Sourced<bool>>,
     pub allow_local_binding: Option<Sourced<bool>>,
+    pub private_caches: Option<Sourced<bool>>,
     pub allow_unix_sockets: Option<Sourced<Vec<PathBuf>>>,
     pub upstream_proxy: Option<Sourced<String>>,
     pub keep_env: Option<Sourced<Vec<String>>>,
@@ -404,6 +405,8 @@ pub struct LayerValues {
     pub deny_domains: Vec<String>,
     pub allow_private_ips: Option<bool>,
     pub allow_local_binding: Option<bool>,
+    #[serde(default)]
+    pub private_caches: Option<bool>,
     pub allow_unix_sockets: Option<Vec<PathBuf>>,
     pub upstream_proxy: Option<String>,
     pub keep_env: Option<Vec<String>>,
@@ -543,6 +546,7 @@ impl LayerValues {
             deny_read: paths("filesystem.deny_read", &fs.deny_read)?.unwrap_or_default(),
             allow_read: paths("filesystem.allow_read", &fs.allow_read)?,
             expose_credentials: fs.expose_credentials,
+            private_caches: fs.private_caches,
             allow_domains: net.allow_domains,
             deny_domains: net.deny_domains.unwrap_or_default(),
             allow_private_ips: net.allow_private_ips,
@@ -717,6 +721,15 @@ pub fn merge(layers: &[(Source, LayerValues)], locks: Locks, trust_project: bool
             |on| *on,
             false,
             "network.allow_local_binding",
+            "",
+        );
+        // Either way only narrows what a run writes of the host's: a project may set it.
+        m.set(
+            &mut s.private_caches,
+            v.private_caches,
+            |_| false,
+            false,
+            "filesystem.private_caches",
             "",
         );
         m.set(

@@ -47,6 +47,7 @@ const KEYS: &[(&str, &str)] = &[
     ("deny_write", "filesystem.deny_write"),
     ("deny_read", "filesystem.deny_read"),
     ("allow_read", "filesystem.allow_read"),
+    ("private_caches", "filesystem.private_caches"),
     ("allow_domains", "network.allow_domains"),
     ("deny_domains", "network.deny_domains"),
     ("allow_private_ips", "network.allow_private_ips"),

@@ -47,8 +47,11 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         reopened,
         unix_sockets,
         timeout,
+        caches,
         ..
     } = plan;
+    // Where the caches are set: an image keeps its own.
+    let caches = caches.filter(|_| !backend.in_image());
     // The policy sees what an agent would hand it: the command as one shell string.
     let command = match &program {
         cordon_app::run::Program::Script(s) => s.clone(),
@@ -73,6 +76,10 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         "hidden": hidden,
         "readable_again": reopened,
         "unix_sockets": unix_sockets,
+        "package_caches": caches.as_ref().map(|c| json!({
+            "dir": c.root,
+            "env": c.vars().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+        })),
         "network": net,
         "env": env,
         "credentials": cordon_app::credentials::summary(&config.expose_credentials),
@@ -111,6 +118,14 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
     list("hidden (unreadable):", "hidden");
     list("readable again inside hidden:", "readable_again");
     list("unix sockets:", "unix_sockets");
+    if let Some(c) = &caches {
+        let names: Vec<String> = c.vars().into_iter().map(|(k, _)| k).collect();
+        println!(
+            "package caches: the project's own, kept between its runs, never the home directory's: {} ({})",
+            c.root.display(),
+            names.join(", ")
+        );
+    }
     println!(
         "credential stores: hidden from the run and refused to every tool call (filesystem.expose_credentials in your user settings shows one by name):"
     );
