@@ -40,11 +40,7 @@ pub struct Caches {
 
 /// `$XDG_CACHE_HOME/cordon/projects` (or `~/.cache/…`), where every project's caches are.
 fn projects_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("cordon/projects"))
+    Some(crate::env_dir("XDG_CACHE_HOME", ".cache")?.join("cordon/projects"))
 }
 
 /// Whether `path` is a project's caches. Only sandboxed runs of that project use them, never
@@ -85,10 +81,7 @@ impl Caches {
             .take(40)
             .collect();
         let root = projects.join(format!("{name}-{hex}"));
-        let cargo_home = std::env::var_os("CARGO_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+        let cargo_home = crate::env_dir("CARGO_HOME", ".cargo");
         let cargo_config = cargo_home.and_then(|h| {
             ["config.toml", "config"]
                 .iter()

@@ -19,6 +19,7 @@
 #[cfg(unix)]
 pub mod agents;
 pub mod bounds;
+#[cfg(unix)]
 pub mod caches;
 #[cfg(unix)]
 pub mod child;
@@ -39,6 +40,8 @@ pub mod run;
 #[cfg(unix)]
 pub mod session;
 pub mod settings;
+#[cfg(target_os = "linux")]
+pub mod terminal;
 #[cfg(unix)]
 pub mod workspace;
 
@@ -51,21 +54,22 @@ pub fn user_settings_dir() -> Option<PathBuf> {
 
 /// `$XDG_CONFIG_HOME/cordon/policies` or `~/.config/cordon/policies`.
 pub fn user_policy_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("cordon").join("policies"))
+    Some(env_dir("XDG_CONFIG_HOME", ".config")?.join("cordon/policies"))
 }
 
 /// `$XDG_STATE_HOME/cordon` or `~/.local/state/cordon`: cordon's own state (its guard
-/// journal), kept read-only in every sandbox as its settings are.
+/// journal, the shell's history), kept read-only in every sandbox as its settings are.
 pub fn user_state_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_STATE_HOME")
+    Some(env_dir("XDG_STATE_HOME", ".local/state")?.join("cordon"))
+}
+
+/// The directory the variable `var` names (`XDG_STATE_HOME`, `CARGO_HOME`), or
+/// `~/home_default` where it is unset or empty; `None` without either.
+pub fn env_dir(var: &str, home_default: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
-    Some(base.join("cordon"))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(home_default)))
 }
 
 /// What kind of JSON value `v` is, as a message says it ("an array", "a string").

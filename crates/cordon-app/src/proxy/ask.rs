@@ -159,40 +159,25 @@ impl Asker for TerminalAsker {
 /// question falls back to reading a line.
 #[cfg(target_os = "linux")]
 struct OneKey {
-    tty: std::fs::File,
-    before: rustix::termios::Termios,
+    /// Put back when the question is over.
+    _before: crate::terminal::SavedModes,
 }
 
 #[cfg(target_os = "linux")]
 impl OneKey {
     fn take(tty: &std::fs::File) -> Option<OneKey> {
-        use rustix::termios::{
-            LocalModes, OptionalActions, SpecialCodeIndex, tcgetattr, tcsetattr,
-        };
-        let ours = rustix::termios::tcgetpgrp(tty).ok() == Some(rustix::process::getpgrp());
-        let before = tcgetattr(tty).ok().filter(|_| ours)?;
-        let mut raw = before.clone();
+        use rustix::termios::{LocalModes, OptionalActions, SpecialCodeIndex, tcsetattr};
+        if !crate::terminal::in_foreground(tty) {
+            return None;
+        }
+        let saved = crate::terminal::SavedModes::keep(tty)?;
+        let mut raw = saved.found().clone();
         raw.local_modes
             .remove(LocalModes::ICANON | LocalModes::ECHO);
         raw.special_codes[SpecialCodeIndex::VMIN] = 1;
         raw.special_codes[SpecialCodeIndex::VTIME] = 0;
-        let kept = OneKey {
-            tty: tty.try_clone().ok()?,
-            before,
-        };
         tcsetattr(tty, OptionalActions::Now, &raw).ok()?;
-        Some(kept)
-    }
-}
-
-#[cfg(target_os = "linux")]
-impl Drop for OneKey {
-    fn drop(&mut self) {
-        let _ = rustix::termios::tcsetattr(
-            &self.tty,
-            rustix::termios::OptionalActions::Now,
-            &self.before,
-        );
+        Some(OneKey { _before: saved })
     }
 }
 

@@ -163,7 +163,9 @@ pub fn run(sources: &Sources, mut launch: Launch) -> anyhow::Result<u8> {
     };
     let plan = plan(&config)?;
     plan.warn();
-    let _modes = TerminalModes::keep();
+    // Put back when the run ends, whatever the command left them as.
+    #[cfg(target_os = "linux")]
+    let _modes = crate::terminal::SavedModes::keep(std::io::stdin());
     // Containers and clusters keep no guard of cordon's: the agent's settings files a
     // container mounts are put back here.
     let unguarded = config
@@ -203,40 +205,6 @@ pub(crate) fn guard_before(
         guard.keep_settings(files);
     }
     guard
-}
-
-/// The modes of the terminal on standard input as the run found them, put back when it ends:
-/// a program that dies in raw mode (a full-screen agent past its time limit, or killed) would
-/// otherwise leave the person's terminal echoing nothing and ignoring Enter.
-struct TerminalModes {
-    #[cfg(target_os = "linux")]
-    found: Option<rustix::termios::Termios>,
-}
-
-impl TerminalModes {
-    fn keep() -> TerminalModes {
-        TerminalModes {
-            #[cfg(target_os = "linux")]
-            found: rustix::termios::tcgetattr(std::io::stdin()).ok(),
-        }
-    }
-}
-
-impl Drop for TerminalModes {
-    fn drop(&mut self) {
-        // Only from the foreground: from the background (`cordon run … &`) setting the modes
-        // would stop this process with SIGTTOU, and the job in the foreground owns them.
-        #[cfg(target_os = "linux")]
-        if let Some(modes) = &self.found
-            && rustix::termios::tcgetpgrp(std::io::stdin()).ok() == Some(rustix::process::getpgrp())
-        {
-            let _ = rustix::termios::tcsetattr(
-                std::io::stdin(),
-                rustix::termios::OptionalActions::Now,
-                modes,
-            );
-        }
-    }
 }
 
 /// How the sandbox may isolate a run with `config`.

@@ -36,11 +36,7 @@ pub struct ShellArgs {
 }
 
 fn default_history() -> Option<PathBuf> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
-    Some(state.join("cordon").join("shell_history"))
+    Some(cordon_app::user_state_dir()?.join("shell_history"))
 }
 
 pub fn run(args: ShellArgs) -> anyhow::Result<u8> {
