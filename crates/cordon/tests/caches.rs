@@ -1,4 +1,4 @@
-//! Package managers under the `dev` profile: npm, pip and cargo install from a registry
+//! Package managers under the `dev` profile: npm, pip, cargo and go install from a registry
 //! stand-in on 127.0.0.1 (`tests/caches/registry.py`) with only its host allowed, into caches
 //! of the project's own, and the home directory's caches are never written.
 
@@ -42,7 +42,14 @@ fn registry(dir: &Path) -> Registry {
 
 /// A home directory of the test's own, with the caches each tool would use made empty, as on
 /// a machine where they have been used.
-const HOST_CACHES: &[&str] = &[".npm", ".cache/pip", ".cargo/registry", ".cargo/git"];
+const HOST_CACHES: &[&str] = &[
+    ".npm",
+    ".cache/pip",
+    ".cargo/registry",
+    ".cargo/git",
+    "go/pkg/mod",
+    ".cache/go-build",
+];
 
 fn home(sb: &Sandbox) -> PathBuf {
     let home = sb.outside.join("home");
@@ -103,9 +110,10 @@ fn is_empty(dir: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn npm_pip_and_cargo_install_into_the_projects_own_caches() {
+fn npm_pip_cargo_and_go_install_into_the_projects_own_caches() {
     need("npm");
     need("cargo");
+    need("go");
     let sb = Sandbox::new();
     let home = home(&sb);
     let reg = registry(&sb.outside.join("registry"));
@@ -185,12 +193,40 @@ fn npm_pip_and_cargo_install_into_the_projects_own_caches() {
         stdout(&o)
     );
 
+    let app = sb.ws.join("goapp");
+    std::fs::create_dir_all(&app).expect("mkdir");
+    std::fs::write(
+        app.join("go.mod"),
+        "module app\n\ngo 1.19\n\nrequire tiny.test/tiny v1.0.0\n",
+    )
+    .expect("write");
+    std::fs::write(
+        app.join("main.go"),
+        "package main\n\nimport (\n\t\"fmt\"\n\t\"tiny.test/tiny\"\n)\n\nfunc main() { fmt.Println(tiny.Who()) }\n",
+    )
+    .expect("write");
+    let o = run(
+        &sb,
+        &home,
+        &reg,
+        &dev,
+        "cd goapp && GOPROXY=http://registry.test:PORT GOSUMDB=off GOFLAGS=-mod=mod GOTOOLCHAIN=local go build -o app . && ./app",
+    );
+    assert!(o.status.success(), "go: {}\n{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("tiny from the stand-in"),
+        "{}",
+        stdout(&o)
+    );
+
     // Each tool wrote its own cache under the project's, and never the home directory's.
     let caches = project_caches(&home);
     for (tool, sub) in [
         ("npm", "npm/_cacache"),
         ("pip", "pip"),
         ("cargo", "cargo/registry"),
+        ("go modules", "go/pkg/mod"),
+        ("go builds", "go-build"),
     ] {
         assert!(
             !is_empty(&caches.join(sub)),
@@ -276,6 +312,6 @@ fn the_caches_are_the_projects_and_explain_says_where() {
 
 common::tests!(
     "caches.rs":
-    npm_pip_and_cargo_install_into_the_projects_own_caches,
+    npm_pip_cargo_and_go_install_into_the_projects_own_caches,
     the_caches_are_the_projects_and_explain_says_where,
 );

@@ -1,6 +1,7 @@
 """A package registry stand-in on 127.0.0.1 for tests/caches.rs: one tiny package each for
-npm (a packument and its tarball), pip (a simple index and a wheel) and cargo (a sparse index
-and its .crate), served from a scratch directory as their tools fetch them.
+npm (a packument and its tarball), pip (a simple index and a wheel), cargo (a sparse index
+and its .crate) and go (a module proxy), served from a scratch directory as their tools fetch
+them.
 
     python3 registry.py DIR HOST
 
@@ -99,6 +100,21 @@ def cargo(root, base):
     }) + "\n")
 
 
+def go(root):
+    at = "tiny.test/tiny@v1.0.0"
+    mod = "module tiny.test/tiny\n\ngo 1.19\n"
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr(zipfile.ZipInfo(f"{at}/go.mod", date_time=(1980, 1, 1, 0, 0, 0)), mod)
+        z.writestr(zipfile.ZipInfo(f"{at}/tiny.go", date_time=(1980, 1, 1, 0, 0, 0)),
+                   'package tiny\n\nfunc Who() string { return "tiny from the stand-in" }\n')
+    base = f"{root}/tiny.test/tiny/@v"
+    write(f"{base}/list", "v1.0.0\n")
+    write(f"{base}/v1.0.0.info", json.dumps({"Version": "v1.0.0", "Time": "2020-01-01T00:00:00Z"}))
+    write(f"{base}/v1.0.0.mod", mod)
+    write(f"{base}/v1.0.0.zip", out.getvalue())
+
+
 def main():
     root, host = sys.argv[1], sys.argv[2]
 
@@ -119,6 +135,7 @@ def main():
     npm(root, base)
     pip(root, base)
     cargo(root, base)
+    go(root)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 
