@@ -108,12 +108,9 @@ impl Caches {
     pub fn make(&self) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.root)?;
         let root = cordon_sandbox::beneath::Root::open(&self.root)?;
-        for (_, dir) in &self.env {
-            let rel = dir
-                .strip_prefix(&self.root)
-                .map_err(std::io::Error::other)?;
+        for (_, rel) in TOOLS {
             let mut at = PathBuf::new();
-            for name in rel.components() {
+            for name in Path::new(rel).components() {
                 at.push(name);
                 root.ensure_dir(&at, 0o700)?;
             }
@@ -140,6 +137,18 @@ impl Caches {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Caches at `root`, with `config` as the user's cargo configuration.
+    fn caches_in(root: &Path, config: &Path) -> Caches {
+        Caches {
+            env: TOOLS
+                .iter()
+                .map(|(var, dir)| (var.to_string(), root.join(dir)))
+                .collect(),
+            root: root.to_path_buf(),
+            cargo_config: Some(config.to_path_buf()),
+        }
+    }
 
     /// One project, one place, whichever of its directories the run starts in; another
     /// project, another place.
@@ -179,14 +188,7 @@ mod tests {
         let mine = tmp.path().join("config.toml");
         std::fs::write(&mine, "[build]\njobs = 2\n").expect("write");
         let root = tmp.path().join("caches");
-        let mut caches = Caches {
-            env: TOOLS
-                .iter()
-                .map(|(var, dir)| (var.to_string(), root.join(dir)))
-                .collect(),
-            root: root.clone(),
-            cargo_config: Some(mine.clone()),
-        };
+        let mut caches = caches_in(&root, &mine);
         caches.make().expect("make");
         let link = root.join("cargo/config.toml");
         assert_eq!(std::fs::read_link(&link).expect("a link"), mine);
@@ -233,5 +235,28 @@ mod tests {
         for (_, dir) in &caches.env {
             assert!(dir.is_dir(), "{}", dir.display());
         }
+    }
+
+    /// An `exec` session runs several commands of one project at once, each preparing the
+    /// caches as it starts: none may fail for another.
+    #[test]
+    fn runs_starting_together_each_get_the_caches() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let mine = tmp.path().join("config.toml");
+        std::fs::write(&mine, "[build]\njobs = 2\n").expect("write");
+        let root = tmp.path().join("caches");
+        let caches = caches_in(&root, &mine);
+        std::thread::scope(|s| {
+            let runs: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| (0..50).try_for_each(|_| caches.make())))
+                .collect();
+            for run in runs {
+                run.join().expect("no panic").expect("make");
+            }
+        });
+        assert_eq!(
+            std::fs::read_link(root.join("cargo/config.toml")).expect("a link"),
+            mine
+        );
     }
 }

@@ -169,6 +169,35 @@ fn with_write_access<T>(
     }
 }
 
+/// Makes something new beside `name` in `dir` with `make`, under a name no other process or
+/// thread is using at the moment (its process id and a counter), to be renamed over `name`:
+/// a fixed name would have two runs preparing one directory remove each other's. A name left
+/// by a process that died is skipped; so are a few planted ones, and then it is an error.
+fn beside<T>(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    mut make: impl FnMut(&OsStr) -> rustix::io::Result<T>,
+) -> io::Result<(OsString, T)> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut tries = 0;
+    loop {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut tmp = OsString::from(format!(".cordon-new-{}-{n}-", std::process::id()));
+        tmp.push(name);
+        match with_write_access(dir, || make(&tmp)) {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && tries < 16 => tries += 1,
+            made => return Ok((tmp, made?)),
+        }
+    }
+}
+
+/// Renames what [`beside`] made over `name`, or removes it when that fails.
+fn rename_over(dir: BorrowedFd<'_>, tmp: &OsStr, name: &OsStr) -> io::Result<()> {
+    with_write_access(dir, || rustix::fs::renameat(dir, tmp, dir, name)).inspect_err(|_| {
+        let _ = rustix::fs::unlinkat(dir, tmp, AtFlags::empty());
+    })
+}
+
 /// Removes `name` in `dir`: a file or link as itself, a directory with all it holds.
 fn remove_in(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<bool> {
     let Some(meta) = meta_in(dir, name)? else {
@@ -395,13 +424,10 @@ impl Root {
         if meta_in(dir, name)?.is_some_and(|m| m.kind == Kind::Dir) {
             remove_in(dir, name)?;
         }
-        let mut tmp = OsString::from(".cordon-restore-");
-        tmp.push(name);
-        let _ = remove_in(dir, &tmp);
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = with_write_access(dir, || {
-            rustix::fs::openat(dir, &tmp, flags, mode_of(mode & 0o777))
+        let (tmp, fd) = beside(dir, name, |tmp| {
+            rustix::fs::openat(dir, tmp, flags, mode_of(mode & 0o777))
         })?;
         let mut file = std::fs::File::from(fd);
         let written = io::copy(content, &mut file)
@@ -410,29 +436,42 @@ impl Root {
             let _ = rustix::fs::unlinkat(dir, &tmp, AtFlags::empty());
             return Err(e);
         }
-        with_write_access(dir, || rustix::fs::renameat(dir, &tmp, dir, name))
+        rename_over(dir, &tmp, name)
     }
 
-    /// Makes `rel` a symlink to `target`, replacing whatever is there.
+    /// Makes `rel` a symlink to `target` in one step, as [`Root::replace_file`] does: a
+    /// directory there is removed first.
     pub fn replace_symlink(&self, rel: &Path, target: &Path) -> io::Result<()> {
         let (dir, name) = self.parent(rel)?;
         let dir = dir.as_fd();
-        remove_in(dir, name)?;
-        with_write_access(dir, || rustix::fs::symlinkat(target, dir, name))
+        if meta_in(dir, name)?.is_some_and(|m| m.kind == Kind::Dir) {
+            remove_in(dir, name)?;
+        }
+        let (tmp, ()) = beside(dir, name, |tmp| rustix::fs::symlinkat(target, dir, tmp))?;
+        rename_over(dir, &tmp, name)
     }
 
     /// Makes `rel` a directory with `mode`, replacing anything else there; a directory
-    /// already there only gets the mode.
+    /// already there only gets the mode. Another process doing the same at the same moment is
+    /// no error: the directory either made is the one wanted.
     pub fn ensure_dir(&self, rel: &Path, mode: u32) -> io::Result<()> {
         let (dir, name) = self.parent(rel)?;
         let dir = dir.as_fd();
         match meta_in(dir, name)? {
             Some(m) if m.kind == Kind::Dir => {}
-            Some(_) => {
-                remove_in(dir, name)?;
-                with_write_access(dir, || rustix::fs::mkdirat(dir, name, mode_of(0o700)))?;
+            other => {
+                if other.is_some() {
+                    remove_in(dir, name)?;
+                }
+                match with_write_access(dir, || rustix::fs::mkdirat(dir, name, mode_of(0o700))) {
+                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                        if !meta_in(dir, name)?.is_some_and(|m| m.kind == Kind::Dir) {
+                            return Err(e);
+                        }
+                    }
+                    made => made?,
+                }
             }
-            None => with_write_access(dir, || rustix::fs::mkdirat(dir, name, mode_of(0o700)))?,
         }
         chmod_dir_nofollow(dir, name, mode)
     }
@@ -681,6 +720,42 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o555, "the mode is put back");
+        Ok(())
+    }
+
+    /// Two runs of one project prepare the same directory at the same moment: neither may
+    /// fail for the other, and nothing half-made is left behind.
+    #[test]
+    fn the_same_replacement_from_many_threads_at_once() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let target = dir.path().join("target");
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..6)
+                .map(|_| {
+                    s.spawn(|| -> io::Result<()> {
+                        let root = Root::open(dir.path())?;
+                        for _ in 0..200 {
+                            root.ensure_dir(Path::new("d"), 0o700)?;
+                            root.ensure_dir(Path::new("d/e"), 0o700)?;
+                            root.replace_symlink(Path::new("d/link"), &target)?;
+                            root.replace_file(Path::new("d/file"), b"x", 0o600)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .try_for_each(|w| w.join().expect("a worker panicked"))
+        })?;
+        let d = dir.path().join("d");
+        assert_eq!(std::fs::read_link(d.join("link"))?, target);
+        assert_eq!(std::fs::read(d.join("file"))?, b"x");
+        let mut left: Vec<_> = std::fs::read_dir(&d)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<io::Result<_>>()?;
+        left.sort();
+        assert_eq!(left, ["e", "file", "link"]);
         Ok(())
     }
 }
