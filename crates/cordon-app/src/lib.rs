@@ -72,7 +72,6 @@ pub fn env_dir(var: &str, home_default: &str) -> Option<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(home_default)))
 }
 
-/// What kind of JSON value `v` is, as a message says it ("an array", "a string").
 /// A program's path on `PATH`: the first file of that name in its directories.
 pub fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -81,6 +80,7 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// What kind of JSON value `v` is, as a message says it ("an array", "a string").
 pub fn json_kind(v: &serde_json::Value) -> &'static str {
     use serde_json::Value;
     match v {
@@ -91,4 +91,15 @@ pub fn json_kind(v: &serde_json::Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// The strings in the JSON array `v`; anything else in it, or `v` not an array, gives none.
+pub fn json_strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }

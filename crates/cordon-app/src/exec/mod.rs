@@ -884,15 +884,6 @@ impl Run {
             // Only the sandbox knows whether 128 + N was signal N or the command's own exit.
             signal = report["signal"].as_i64().map(|s| s as i32);
         }
-        let strings = |v: &serde_json::Value| -> Vec<String> {
-            v.as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|s| s.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
         if ended.is_none() {
             signal = None;
         }
@@ -909,8 +900,8 @@ impl Run {
             output,
             duration,
             violations: report["blocked"].as_array().cloned().unwrap_or_default(),
-            weaker: strings(&report["weaker"]),
-            env_withheld: strings(&report["env_withheld"]),
+            weaker: crate::json_strings(&report["weaker"]),
+            env_withheld: crate::json_strings(&report["env_withheld"]),
             setup_error: report["setup_error"].as_str().map(String::from),
             sandboxed: !outside,
             warm,

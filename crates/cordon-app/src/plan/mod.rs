@@ -39,6 +39,17 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The plan as `backend` runs it: an image keeps package caches of its own, where the
+    /// host's paths mean nothing.
+    pub fn for_backend(mut self, backend: &crate::run::backend::BackendChoice) -> Plan {
+        if backend.in_image()
+            && let Some(c) = self.caches.take()
+        {
+            self.writable.retain(|w| *w != c.root);
+        }
+        self
+    }
+
     pub fn warn(&self) {
         for w in &self.warnings {
             eprintln!("cordon: warning: {w}");

@@ -308,7 +308,7 @@ pub(crate) fn prepare(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow
         git_limit,
         caches,
         warnings: _,
-    } = plan;
+    } = plan.for_backend(&launch.backend);
     let sorted = config
         .env_rules()?
         .sort(launch_environment(), launch.backend.env_place());
@@ -318,14 +318,6 @@ pub(crate) fn prepare(config: &RunConfig, launch: &Launch, plan: Plan) -> anyhow
         // Whatever the lists pass, bash would read code or options from these.
         env.retain(|(k, _)| !cordon_sandbox::shell::changes_the_shell(k));
     }
-    // An image has caches of its own, where these paths mean nothing.
-    let (caches, writable) = match caches {
-        Some(c) if launch.backend.in_image() => {
-            let root = c.root;
-            (None, writable.into_iter().filter(|w| *w != root).collect())
-        }
-        caches => (caches, writable),
-    };
     if let Some(caches) = &caches {
         if !launch.backend.dry_run {
             caches.make().with_context(|| {

@@ -49,9 +49,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<u8> {
         timeout,
         caches,
         ..
-    } = plan;
-    // Where the caches are set: an image keeps its own.
-    let caches = caches.filter(|_| !backend.in_image());
+    } = plan.for_backend(&backend);
     // The policy sees what an agent would hand it: the command as one shell string.
     let command = match &program {
         cordon_app::run::Program::Script(s) => s.clone(),

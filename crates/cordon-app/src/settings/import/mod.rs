@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+use crate::json_strings;
+
 mod codex;
 
 use super::file::{
@@ -89,16 +91,6 @@ struct Importer {
     not_carried: Vec<String>,
 }
 
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn push(list: &mut Option<Vec<String>>, item: String) {
     let list = list.get_or_insert_with(Vec::new);
     if !list.contains(&item) {
@@ -170,7 +162,7 @@ impl Importer {
                 ("allowWrite", 2),
                 ("denyWrite", 3),
             ] {
-                for p in strings(&fs[key]) {
+                for p in json_strings(&fs[key]) {
                     let p = path(self, p);
                     let t = self.fs();
                     let list = match target {
@@ -187,13 +179,13 @@ impl Importer {
             }
         }
         if let Some(net) = json.get("network") {
-            for d in strings(&net["allowedDomains"]) {
+            for d in json_strings(&net["allowedDomains"]) {
                 push(&mut self.net().allow_domains, d);
             }
-            for d in strings(&net["deniedDomains"]) {
+            for d in json_strings(&net["deniedDomains"]) {
                 push(&mut self.net().deny_domains, d);
             }
-            for p in strings(&net["allowUnixSockets"]) {
+            for p in json_strings(&net["allowUnixSockets"]) {
                 push(&mut self.net().allow_unix_sockets, p);
             }
             if let Some(b) = net["allowLocalBinding"].as_bool() {
@@ -221,7 +213,7 @@ impl Importer {
         }
         if let Some(map) = json["ignoreViolations"].as_object() {
             for (command, paths) in map {
-                let paths = strings(paths);
+                let paths = json_strings(paths);
                 self.s
                     .ignore_violations
                     .get_or_insert_with(Vec::new)
@@ -263,18 +255,18 @@ impl Importer {
             if let Some(b) = sandbox["failIfUnavailable"].as_bool() {
                 self.sandbox().fail_if_unavailable = Some(b);
             }
-            let excluded = strings(&sandbox["excludedCommands"]);
+            let excluded = json_strings(&sandbox["excludedCommands"]);
             if !excluded.is_empty() {
                 self.sandbox().excluded_commands = Some(excluded);
             }
         }
         let permissions = &json["permissions"];
         for (list, decision) in [("allow", "allow"), ("deny", "deny"), ("ask", "ask")] {
-            for rule in strings(&permissions[list]) {
+            for rule in json_strings(&permissions[list]) {
                 self.claude_rule(&rule, decision);
             }
         }
-        for d in strings(&permissions["additionalDirectories"]) {
+        for d in json_strings(&permissions["additionalDirectories"]) {
             let p = self.claude_path(&d);
             push(&mut self.fs().allow_write, p);
         }
@@ -374,15 +366,15 @@ impl Importer {
         let tools = &json["tools"];
         let allowed = [&tools["allowed"], &json["allowedTools"]];
         let excluded = [&tools["exclude"], &json["excludeTools"]];
-        for t in allowed.into_iter().flat_map(strings) {
+        for t in allowed.into_iter().flat_map(json_strings) {
             push(&mut self.policy().allowed_tools, t);
         }
-        for t in excluded.into_iter().flat_map(strings) {
+        for t in excluded.into_iter().flat_map(json_strings) {
             push(&mut self.policy().excluded_tools, t);
         }
         for t in [&tools["core"], &json["coreTools"]]
             .into_iter()
-            .flat_map(strings)
+            .flat_map(json_strings)
         {
             self.skip(format!(
                 "tools.core {t:?}: cordon does not limit which tools exist; exclude the others"
