@@ -6,7 +6,14 @@
 #
 #     scripts/bench-fresh-clone.sh [ROUNDS]     # default 5
 set -euo pipefail
+# Started as a background job of a non-interactive shell, this would inherit SIGINT and SIGQUIT
+# ignored, and the tests that interrupt a run would wait for ever: start again with the
+# default dispositions, as a terminal gives them.
+if [ -z "${CORDON_BENCH_SIGNALS_RESET:-}" ]; then
+  CORDON_BENCH_SIGNALS_RESET=1 exec env --default-signal=INT,QUIT,HUP "$0" "$@"
+fi
 rounds=${1:-5}
+case $rounds in '' | *[!0-9]* | 0) echo "usage: $0 [ROUNDS], ROUNDS a number from 1" >&2; exit 2 ;; esac
 src=$(git rev-parse --show-toplevel)
 head=$(git -C "$src" rev-parse --short HEAD)
 results=$(mktemp)
