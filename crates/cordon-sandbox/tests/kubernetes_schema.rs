@@ -217,10 +217,16 @@ fn the_schema_check_refuses_what_does_not_fit() {
     let dir = crds();
     let sandbox = schema(&dir, "agents.x-k8s.io_sandboxes.yaml", "v1beta1");
     let (_, m) = variants().remove(0);
-    let mut bad = m.objects[0].clone();
+    let good = m
+        .objects
+        .iter()
+        .find(|o| o["kind"] == "Sandbox")
+        .expect("a Sandbox");
+    assert!(problems(&sandbox, good).is_empty());
+    let mut bad = good.clone();
     bad["spec"]["shutdownPolicy"] = json!("Sometimes");
     assert!(!problems(&sandbox, &bad).is_empty());
-    let mut bad = m.objects[0].clone();
+    let mut bad = good.clone();
     bad["spec"]["podTemplate"]["spec"]["containers"][0]
         .as_object_mut()
         .expect("a container")

@@ -1171,6 +1171,115 @@ fn the_hook_refuses_what_it_cannot_decide() {
     );
 }
 
+/// Kubernetes reads YAML 1.1, where a plain `yes`, `0123` or `2001-12-14` is a boolean, a
+/// number or a timestamp: every string of the printed manifests, read by a YAML 1.1 reader
+/// (PyYAML), is the string cordon meant.
+fn kubernetes_dry_run_is_read_as_written_by_a_yaml_1_1_reader() {
+    let Some(python) = ["python3", "/usr/bin/python3"].into_iter().find(|p| {
+        Command::new(p)
+            .args(["-c", "import yaml"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        common::skip("needs python3 with PyYAML (python3-yaml), a YAML 1.1 reader");
+    };
+    let awkward = [
+        "yes",
+        "No",
+        "ON",
+        "off",
+        "y",
+        "~",
+        "null",
+        "",
+        "0123",
+        "1e3",
+        "1_000",
+        "0x1F",
+        ".inf",
+        "1:20",
+        "2001-12-14",
+        "2001-12-14t21:59:43.10-05:00",
+        "<<",
+        "=",
+        "-",
+        "- x",
+        "a: b",
+        "#x",
+        "[x]",
+        "{x}",
+        "*a",
+        "&a",
+        "!t",
+        "%x",
+        "@x",
+        "|x",
+        ">x",
+        "'q'",
+        "\"d\"",
+        " lead",
+        "trail ",
+        "tab\there",
+        "multi\nline\n",
+        "two\n\n",
+        "\nlead",
+        " indented\nblock",
+        "cr\r\nlf",
+        "c1\u{85}",
+        "ls\u{2028}ps",
+        "bom\u{feff}",
+        "bell\u{7}",
+        "日本 🦀",
+    ];
+    let env = Env::new();
+    let args = [
+        &[
+            "run",
+            "--backend",
+            "kubernetes",
+            "--k8s-kind",
+            "pod",
+            "--dry-run",
+            "--image",
+            "busybox:1.36",
+            "--",
+            "printf",
+            "%s",
+        ][..],
+        &awkward[..],
+    ]
+    .concat();
+    let o = env.cordon(&args, None);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let manifests = env.write("manifests.yaml", &stdout(&o));
+    let read = Command::new(python)
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))",
+        ])
+        .arg(&manifests)
+        .output()
+        .expect("python3");
+    assert!(read.status.success(), "{}", stderr(&read));
+    let docs: Vec<Value> = serde_json::from_slice(&read.stdout).expect("JSON");
+    let pod = docs
+        .iter()
+        .find(|d| d["kind"] == "Pod")
+        .unwrap_or_else(|| panic!("no pod in {}", stdout(&o)));
+    let command: Vec<&str> = pod["spec"]["containers"][0]["command"]
+        .as_array()
+        .expect("command")
+        .iter()
+        .map(|a| a.as_str().unwrap_or_else(|| panic!("{a} is not a string")))
+        .collect();
+    assert_eq!(
+        command[command.len() - awkward.len()..],
+        awkward,
+        "{}",
+        stdout(&o)
+    );
+}
+
 /// `cordon mcp --backend kubernetes --dry-run` prints the pod the whole server runs in: the
 /// image's cordon as the worker behind the gate, knowing its pod by name, with the user's
 /// policy files from a ConfigMap at the paths the launcher read them from.
@@ -1300,12 +1409,12 @@ fn kubernetes_dry_run_prints_manifests_and_refuses_the_rest() {
     assert_eq!(
         kinds,
         [
+            "NetworkPolicy",
+            "NetworkPolicy",
             "ConfigMap",
             "Service",
             "Pod",
-            "NetworkPolicy",
-            "Pod",
-            "NetworkPolicy"
+            "Pod"
         ],
         "{out}"
     );
@@ -1728,6 +1837,7 @@ common::tests!(
     mcp_on_a_cluster_serves_from_a_pod_with_the_launchers_policy,
     a_pod_gets_the_allowlist_not_this_machines_environment,
     kubernetes_dry_run_prints_manifests_and_refuses_the_rest,
+    kubernetes_dry_run_is_read_as_written_by_a_yaml_1_1_reader,
     credential_stores_are_refused_to_every_tool,
     the_hooks_deny_credential_reads_and_know_cordons_own_tools_exactly,
     the_hooks_deny_writes_to_agent_control_files_in_every_mode,

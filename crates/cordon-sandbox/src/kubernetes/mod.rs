@@ -31,6 +31,7 @@ use crate::{NetworkMode, SandboxSpec};
 pub mod copy;
 #[cfg(test)]
 mod tests;
+pub mod yaml;
 
 /// Which object runs the sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -441,6 +442,9 @@ pub fn render(spec: &SandboxSpec, opts: &Options) -> Result<Manifests, KubeError
         },
     }));
     objects.extend(pool);
+    // Applied in this order (by cordon, or by kubectl from --dry-run): a pod made before the
+    // policy that selects it could reach the network for the moments between.
+    objects.sort_by_key(|o| o["kind"] != "NetworkPolicy");
     Ok(Manifests { objects, weaker })
 }
 

@@ -45,6 +45,19 @@ fn kinds(m: &Manifests) -> Vec<&str> {
         .collect()
 }
 
+/// The one object of `kind` for the pods of `role` (`sandbox` or `proxy`).
+fn one<'a>(m: &'a Manifests, kind: &str, role: &str) -> &'a Value {
+    let mut found = m
+        .objects
+        .iter()
+        .filter(|o| o["kind"] == kind && o["metadata"]["labels"]["cordon.dev/role"] == role);
+    let first = found
+        .next()
+        .unwrap_or_else(|| panic!("no {kind} for {role}"));
+    assert!(found.next().is_none(), "more than one {kind} for {role}");
+    first
+}
+
 /// The secure defaults, each in place: non-root, no escalation, no capabilities, the
 /// runtime's seccomp profile, a read-only root with the working directory and /tmp writable,
 /// no service account token, and a network policy that lets the pod reach nothing.
@@ -53,8 +66,8 @@ fn a_sandbox_is_locked_down_by_default() {
     let mut opts = options();
     opts.shutdown_time = Some("2026-11-25T10:00:00Z".into());
     let m = render(&spec(), &opts).expect("renders");
-    assert_eq!(kinds(&m), ["Sandbox", "NetworkPolicy"]);
-    let sandbox = &m.objects[0];
+    assert_eq!(kinds(&m), ["NetworkPolicy", "Sandbox"]);
+    let sandbox = one(&m, "Sandbox", "sandbox");
     assert_eq!(sandbox["apiVersion"], "agents.x-k8s.io/v1beta1");
     assert_eq!(sandbox["spec"]["shutdownTime"], "2026-11-25T10:00:00Z");
     assert_eq!(sandbox["spec"]["shutdownPolicy"], "Delete");
@@ -83,7 +96,7 @@ fn a_sandbox_is_locked_down_by_default() {
     let env = &c["env"];
     assert!(!env.to_string().contains("127.0.0.1"), "{env}");
     assert!(env.to_string().contains("$$(HOSTNAME) says hi"), "{env}");
-    let policy = &m.objects[1];
+    let policy = one(&m, "NetworkPolicy", "sandbox");
     assert_eq!(policy["spec"]["egress"], json!([]));
     assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
     assert_eq!(
@@ -108,12 +121,12 @@ fn allowed_hosts_go_through_a_proxy_pod_only() {
     assert_eq!(
         kinds(&m),
         [
+            "NetworkPolicy",
+            "NetworkPolicy",
             "ConfigMap",
             "Service",
             "Pod",
-            "NetworkPolicy",
             "Sandbox",
-            "NetworkPolicy"
         ]
     );
     assert!(
@@ -122,19 +135,20 @@ fn allowed_hosts_go_through_a_proxy_pod_only() {
             .all(|o| o["metadata"]["namespace"] == "agents")
     );
     assert_eq!(
-        m.objects[0]["data"]["cordon.toml"],
+        one(&m, "ConfigMap", "proxy")["data"]["cordon.toml"],
         "[network]\nallow_domains = [\"github.com\"]\n"
     );
-    let env = m.objects[4]["spec"]["podTemplate"]["spec"]["containers"][0]["env"].to_string();
+    let sandbox = one(&m, "Sandbox", "sandbox");
+    let env = sandbox["spec"]["podTemplate"]["spec"]["containers"][0]["env"].to_string();
     assert!(
         env.contains("http://$(CORDON_PROJ_0123_PROXY_SERVICE_HOST):3128"),
         "{env}"
     );
     assert_eq!(
-        m.objects[4]["spec"]["podTemplate"]["spec"]["enableServiceLinks"],
+        sandbox["spec"]["podTemplate"]["spec"]["enableServiceLinks"],
         true
     );
-    let egress = &m.objects[5]["spec"]["egress"];
+    let egress = &one(&m, "NetworkPolicy", "sandbox")["spec"]["egress"];
     assert_eq!(
         egress[0]["to"][0]["podSelector"]["matchLabels"]["cordon.dev/role"],
         "proxy"
@@ -144,7 +158,8 @@ fn allowed_hosts_go_through_a_proxy_pod_only() {
         Some(1),
         "no DNS, nothing else"
     );
-    let ingress = &m.objects[3]["spec"]["ingress"][0]["from"][0]["podSelector"];
+    let ingress =
+        &one(&m, "NetworkPolicy", "proxy")["spec"]["ingress"][0]["from"][0]["podSelector"];
     assert_eq!(ingress["matchLabels"]["cordon.dev/role"], "sandbox");
 }
 
@@ -163,8 +178,8 @@ fn a_plain_pod_has_the_time_limit_as_its_deadline() {
     opts.kind = Kind::Pod;
     opts.runtime_class = Some("gvisor".into());
     let m = render(&spec, &opts).expect("renders");
-    assert_eq!(kinds(&m), ["Pod", "NetworkPolicy"]);
-    let pod = &m.objects[0]["spec"];
+    assert_eq!(kinds(&m), ["NetworkPolicy", "Pod"]);
+    let pod = &one(&m, "Pod", "sandbox")["spec"];
     assert_eq!(pod["activeDeadlineSeconds"], 90);
     assert_eq!(pod["runtimeClassName"], "gvisor");
     assert_eq!(
@@ -182,7 +197,7 @@ fn a_copied_workspace_gates_the_command_and_holds_the_directory() {
     let mut opts = options();
     opts.workspace = Workspace::Copied;
     let m = render(&spec(), &opts).expect("renders");
-    let pod = &m.objects[0]["spec"]["podTemplate"]["spec"];
+    let pod = &one(&m, "Sandbox", "sandbox")["spec"]["podTemplate"]["spec"];
     let run = &pod["containers"][0];
     assert_eq!(run["name"], copy::RUN_CONTAINER);
     assert_eq!(run["stdin"], true);
@@ -230,7 +245,7 @@ fn a_workspace_volume_is_claimed_by_the_sandbox() {
     opts.workspace = Workspace::Volume;
     opts.volume_size = Some("50Gi".into());
     let m = render(&spec(), &opts).expect("renders");
-    let body = &m.objects[0]["spec"];
+    let body = &one(&m, "Sandbox", "sandbox")["spec"];
     let claim = &body["volumeClaimTemplates"][0];
     assert_eq!(claim["metadata"]["name"], "cordon-proj-0123-ws");
     assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "50Gi");
@@ -270,9 +285,9 @@ fn files_reach_the_pod_read_only_at_their_paths() {
         ("/etc/cordon/cordon.toml".into(), "".into()),
     ];
     let m = render(&spec(), &opts).expect("renders");
-    assert_eq!(kinds(&m), ["ConfigMap", "Sandbox", "NetworkPolicy"]);
-    assert_eq!(m.objects[0]["data"]["f0"], "[rules]\n");
-    let pod = &m.objects[1]["spec"]["podTemplate"]["spec"];
+    assert_eq!(kinds(&m), ["NetworkPolicy", "ConfigMap", "Sandbox"]);
+    assert_eq!(one(&m, "ConfigMap", "sandbox")["data"]["f0"], "[rules]\n");
+    let pod = &one(&m, "Sandbox", "sandbox")["spec"]["podTemplate"]["spec"];
     let mount = pod["containers"][0]["volumeMounts"]
         .as_array()
         .expect("mounts")
@@ -344,7 +359,7 @@ fn each_default_goes_only_when_named() {
     opts.proxy_image = Some("cordon:1".into());
     let m = render(&proxied(spec()), &opts).expect("renders");
     assert_eq!(m.weaker.len(), all.len(), "{:?}", m.weaker);
-    let sandbox = &m.objects[4]["spec"]["podTemplate"]["spec"];
+    let sandbox = &one(&m, "Sandbox", "sandbox")["spec"]["podTemplate"]["spec"];
     assert_eq!(sandbox["automountServiceAccountToken"], true);
     assert_eq!(sandbox["securityContext"]["runAsNonRoot"], false);
     let sc = &sandbox["containers"][0]["securityContext"];
@@ -354,7 +369,7 @@ fn each_default_goes_only_when_named() {
     assert_eq!(sc["seccompProfile"]["type"], "Unconfined");
     assert!(sc.get("capabilities").is_none(), "{sc}");
     assert_eq!(sc["privileged"], false, "never privileged");
-    let proxy = &m.objects[2]["spec"];
+    let proxy = &one(&m, "Pod", "proxy")["spec"];
     assert_eq!(proxy["automountServiceAccountToken"], false);
     assert_eq!(
         proxy["containers"][0]["securityContext"],
@@ -373,14 +388,16 @@ fn a_warm_pool_is_made_from_a_template() {
     let m = render(&spec(), &opts).expect("renders");
     assert_eq!(
         kinds(&m),
-        ["SandboxTemplate", "NetworkPolicy", "SandboxWarmPool"]
+        ["NetworkPolicy", "SandboxTemplate", "SandboxWarmPool"]
     );
-    assert_eq!(m.objects[0]["spec"]["networkPolicyManagement"], "Unmanaged");
-    assert_eq!(m.objects[0]["spec"]["envVarsInjectionPolicy"], "Disallowed");
-    assert_eq!(m.objects[2]["spec"]["replicas"], 3);
+    let template = one(&m, "SandboxTemplate", "sandbox");
+    assert_eq!(template["spec"]["networkPolicyManagement"], "Unmanaged");
+    assert_eq!(template["spec"]["envVarsInjectionPolicy"], "Disallowed");
+    let pool = one(&m, "SandboxWarmPool", "sandbox");
+    assert_eq!(pool["spec"]["replicas"], 3);
     assert_eq!(
-        m.objects[2]["spec"]["sandboxTemplateRef"]["name"],
-        m.objects[0]["metadata"]["name"]
+        pool["spec"]["sandboxTemplateRef"]["name"],
+        template["metadata"]["name"]
     );
     let mut opts = options();
     opts.pool = Some(1);
@@ -388,4 +405,39 @@ fn a_warm_pool_is_made_from_a_template() {
         render(&spec(), &opts).expect_err("no template"),
         KubeError::PoolWithoutTemplate
     );
+}
+
+/// Objects are made in the order they come, by cordon or by `kubectl apply`: every network
+/// policy comes before anything that makes a pod it selects, so that no pod is ever without
+/// its policy.
+#[test]
+fn network_policies_come_before_the_pods_they_select() {
+    for (kind, proxy, pool) in [
+        (Kind::Sandbox, false, None),
+        (Kind::Sandbox, true, None),
+        (Kind::Pod, true, None),
+        (Kind::Template, true, Some(2)),
+    ] {
+        let mut opts = options();
+        opts.kind = kind;
+        opts.pool = pool;
+        let spec = if proxy {
+            opts.proxy_image = Some("cordon:1".into());
+            proxied(spec())
+        } else {
+            spec()
+        };
+        let m = render(&spec, &opts).expect("renders");
+        let kinds = kinds(&m);
+        let last_policy = kinds.iter().rposition(|k| *k == "NetworkPolicy");
+        let first_pods = kinds
+            .iter()
+            .position(|k| ["Pod", "Sandbox", "SandboxTemplate", "SandboxWarmPool"].contains(k));
+        assert!(last_policy < first_pods, "{kinds:?}");
+        assert_eq!(
+            kinds.iter().filter(|k| **k == "NetworkPolicy").count(),
+            1 + usize::from(proxy),
+            "{kinds:?}"
+        );
+    }
 }

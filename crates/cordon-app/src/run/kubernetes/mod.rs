@@ -137,7 +137,7 @@ pub fn print(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> an
     }
     let mut out = std::io::stdout().lock();
     for object in &manifests.objects {
-        let yaml = serde_yaml_ng::to_string(object).context("cannot write a manifest as YAML")?;
+        let yaml = kubernetes::yaml::to_string(object);
         match write!(out, "---\n{yaml}") {
             // Whoever reads the manifests stopped reading (`| head`): nothing is lost.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
