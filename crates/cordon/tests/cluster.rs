@@ -1,10 +1,17 @@
 //! `cordon run --backend kubernetes` against a real cluster, when `CORDON_TEST_KUBECONFIG`
 //! names one (its current context, in `CORDON_TEST_K8S_NAMESPACE` or the context's namespace,
-//! with images from `CORDON_TEST_K8S_IMAGE`, default `busybox:1.36`). No cluster is reachable
-//! where CI runs, so there these tests say so and pass without checking anything: what has
-//! and has not run against a cluster is in docs/PLATFORMS.md. Nothing here fakes an API server.
+//! with images from `CORDON_TEST_K8S_IMAGE`, default `busybox:1.36`, run as
+//! `CORDON_TEST_K8S_KIND`, default `sandbox`: `pod` where agent-sandbox's controller is not
+//! installed). Without one these tests are reported as ignored, with that reason; what has run
+//! against which cluster is in docs/PLATFORMS.md. Nothing here fakes an API server.
 //!
-//! `kubectl` on the PATH, when present, checks that no object of the run is left behind.
+//! - `CORDON_TEST_K8S_PODS_RUN=0`: the cluster's pods never start (an API server without a
+//!   kubelet), so only what needs no running pod is tried.
+//! - `CORDON_TEST_K8S_LIMITED_KUBECONFIG`: a user of the same cluster with no rights at all,
+//!   for the permission errors.
+//!
+//! `kubectl` on the PATH checks that no object of the run is left behind, and applies the
+//! `--dry-run` manifests.
 
 mod common;
 
@@ -18,6 +25,7 @@ struct Cluster {
     kubeconfig: PathBuf,
     namespace: Option<String>,
     image: String,
+    kind: String,
 }
 
 fn cluster() -> Cluster {
@@ -28,27 +36,57 @@ fn cluster() -> Cluster {
         kubeconfig: kubeconfig.into(),
         namespace: std::env::var("CORDON_TEST_K8S_NAMESPACE").ok(),
         image: std::env::var("CORDON_TEST_K8S_IMAGE").unwrap_or_else(|_| "busybox:1.36".into()),
+        kind: std::env::var("CORDON_TEST_K8S_KIND").unwrap_or_else(|_| "sandbox".into()),
     }
+}
+
+/// The cluster, where its pods really run.
+fn running_cluster() -> Cluster {
+    if std::env::var("CORDON_TEST_K8S_PODS_RUN").as_deref() == Ok("0") {
+        common::harness::not_given("CORDON_TEST_K8S_PODS_RUN=0: this cluster's pods never start");
+    }
+    cluster()
 }
 
 impl Cluster {
     fn cordon(&self, dir: &std::path::Path, args: &[&str]) -> Command {
+        self.cordon_with(&self.kubeconfig, &self.image, dir, args)
+    }
+
+    /// `cordon run` as the user of `kubeconfig`, with `image`.
+    fn cordon_with(
+        &self,
+        kubeconfig: &std::path::Path,
+        image: &str,
+        dir: &std::path::Path,
+        args: &[&str],
+    ) -> Command {
         let mut cmd = Command::new(cordon_bin());
-        cmd.args(["run", "--backend", "kubernetes", "--image", &self.image]);
+        cmd.args(["run", "--backend", "kubernetes", "--image", image]);
+        cmd.args(["--k8s-kind", &self.kind]);
         if let Some(ns) = &self.namespace {
             cmd.args(["--namespace", ns]);
         }
         cmd.args(args)
             .current_dir(dir)
-            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECONFIG", kubeconfig)
             .stdin(Stdio::null());
+        cmd
+    }
+
+    fn kubectl(&self) -> Command {
+        let mut cmd = Command::new("kubectl");
+        cmd.env("KUBECONFIG", &self.kubeconfig);
+        if let Some(ns) = &self.namespace {
+            cmd.args(["-n", ns]);
+        }
         cmd
     }
 
     /// The objects cordon labelled as its own that are still there, when kubectl is at hand.
     fn leftovers(&self) -> Option<String> {
-        let mut cmd = Command::new("kubectl");
-        cmd.env("KUBECONFIG", &self.kubeconfig).args([
+        let mut cmd = self.kubectl();
+        cmd.args([
             "get",
             "pods,services,configmaps,networkpolicies",
             "-l",
@@ -56,9 +94,6 @@ impl Cluster {
             "-o",
             "name",
         ]);
-        if let Some(ns) = &self.namespace {
-            cmd.args(["-n", ns]);
-        }
         let o: Output = cmd.output().ok()?;
         o.status.success().then(|| stdout(&o))
     }
@@ -83,7 +118,7 @@ impl Cluster {
 /// come back, what it changed comes back except a protected path, a write outside the working
 /// directory fails, and nothing of the run is left on the cluster.
 fn a_command_runs_on_the_cluster_with_its_directory() {
-    let c = cluster();
+    let c = running_cluster();
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("in.txt"), "from here\n").expect("write");
     let script = "cat in.txt; echo changed > in.txt; echo evil > .bashrc; \
@@ -104,7 +139,7 @@ fn a_command_runs_on_the_cluster_with_its_directory() {
 
 /// SIGTERM to cordon mid-run deletes what it made.
 fn sigterm_deletes_the_runs_objects() {
-    let c = cluster();
+    let c = running_cluster();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut child = c
         .cordon(dir.path(), &["--", "sh", "-c", "echo started; sleep 600"])
@@ -136,10 +171,9 @@ fn sigterm_deletes_the_runs_objects() {
 /// directory, and that comes back when the session ends.
 fn the_mcp_server_runs_in_a_pod_and_its_writes_come_back() {
     use std::io::{BufRead, BufReader, Write};
-    let c = cluster();
+    let c = running_cluster();
     let Ok(image) = std::env::var("CORDON_TEST_K8S_CORDON_IMAGE") else {
-        eprintln!("not run: CORDON_TEST_K8S_CORDON_IMAGE names no image with cordon in it");
-        return;
+        common::harness::not_given("CORDON_TEST_K8S_CORDON_IMAGE names no image with cordon in it");
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::new(cordon_bin());
@@ -151,6 +185,8 @@ fn the_mcp_server_runs_in_a_pod_and_its_writes_come_back() {
         "kubernetes",
         "--image",
         &image,
+        "--k8s-kind",
+        &c.kind,
     ]);
     if let Some(ns) = &c.namespace {
         cmd.args(["--namespace", ns]);
@@ -197,9 +233,152 @@ fn the_mcp_server_runs_in_a_pod_and_its_writes_come_back() {
     c.no_leftovers();
 }
 
+/// A pod that never starts is waited for no longer than the run's `--timeout`, which the
+/// error names, and nothing is left. An image nobody can pull stands for it where pods run;
+/// where they never start, any image does.
+fn a_pod_that_never_starts_ends_the_run_at_its_timeout() {
+    let c = cluster();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pods_run = std::env::var("CORDON_TEST_K8S_PODS_RUN").as_deref() != Ok("0");
+    // Where pods run, an image nobody can pull: refused fast, and said so.
+    let image = if pods_run {
+        "cordon.invalid/never-pulled:0"
+    } else {
+        &c.image
+    };
+    let began = Instant::now();
+    let o = c
+        .cordon_with(
+            &c.kubeconfig,
+            image,
+            dir.path(),
+            &["--timeout", "8", "--", "true"],
+        )
+        .output()
+        .expect("run cordon");
+    let took = began.elapsed();
+    let said = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert!(took < Duration::from_secs(60), "took {took:?}: {said}");
+    assert!(
+        said.contains("within 8 s (the run's --timeout)") || said.contains("cannot start"),
+        "{said}"
+    );
+    c.no_leftovers();
+}
+
+/// A user without rights is told which permission is missing, and cordon makes nothing.
+fn a_user_without_rights_is_told_what_is_missing() {
+    let c = cluster();
+    let Some(limited) = std::env::var_os("CORDON_TEST_K8S_LIMITED_KUBECONFIG") else {
+        common::harness::not_given(
+            "CORDON_TEST_K8S_LIMITED_KUBECONFIG names no user without rights",
+        );
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = c
+        .cordon_with(
+            std::path::Path::new(&limited),
+            &c.image,
+            dir.path(),
+            &["--", "true"],
+        )
+        .output()
+        .expect("run cordon");
+    let said = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert!(said.contains("create"), "{said}");
+    assert!(
+        said.contains("forbidden") || said.contains("not allowed"),
+        "{said}"
+    );
+    c.no_leftovers();
+}
+
+/// What `--dry-run` prints is taken by the cluster's own YAML reader and admission, for every
+/// kind the cluster knows: applied with kubectl, then deleted. Environment values a YAML 1.1
+/// reader would take for booleans, numbers or times go in too.
+fn dry_run_manifests_apply_on_the_cluster() {
+    let c = cluster();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let known = |resource: &str| {
+        c.kubectl()
+            .args(["get", resource, "-o", "name"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let mut kinds = vec!["pod"];
+    if known("sandboxes.agents.x-k8s.io") {
+        kinds.push("sandbox");
+    }
+    if known("sandboxtemplates.extensions.agents.x-k8s.io") {
+        kinds.push("template");
+    }
+    for kind in kinds {
+        let mut cmd = Command::new(cordon_bin());
+        cmd.args([
+            "run",
+            "--backend",
+            "kubernetes",
+            "--image",
+            &c.image,
+            "--dry-run",
+        ])
+        .args(["--k8s-kind", kind, "--k8s-workspace", "empty"])
+        .args([
+            "--keep-env",
+            "CORDON_TEST_YES",
+            "--keep-env",
+            "CORDON_TEST_DATE",
+        ])
+        .args([
+            "--keep-env",
+            "CORDON_TEST_OCTAL",
+            "--",
+            "sh",
+            "-c",
+            "echo on; exit 0",
+        ])
+        .env("CORDON_TEST_YES", "yes")
+        .env("CORDON_TEST_DATE", "2001-12-14")
+        .env("CORDON_TEST_OCTAL", "0123")
+        .current_dir(dir.path());
+        if let Some(ns) = &c.namespace {
+            cmd.args(["--namespace", ns]);
+        }
+        let o = cmd.output().expect("cordon");
+        assert!(o.status.success(), "{kind}: {}", stderr(&o));
+        let manifests = dir.path().join(format!("{kind}.yaml"));
+        std::fs::write(&manifests, &o.stdout).expect("write");
+        let applied = c
+            .kubectl()
+            .args(["apply", "-f"])
+            .arg(&manifests)
+            .output()
+            .expect("kubectl");
+        let deleted = c
+            .kubectl()
+            .args(["delete", "--wait=false", "-f"])
+            .arg(&manifests)
+            .output()
+            .expect("kubectl");
+        assert!(
+            applied.status.success(),
+            "{kind}: kubectl apply refused the manifests: {}\n{}",
+            stderr(&applied),
+            stdout(&o)
+        );
+        assert!(deleted.status.success(), "{kind}: {}", stderr(&deleted));
+    }
+    c.no_leftovers();
+}
+
 common::tests!(
     "cluster.rs":
     a_command_runs_on_the_cluster_with_its_directory,
     sigterm_deletes_the_runs_objects,
     the_mcp_server_runs_in_a_pod_and_its_writes_come_back,
+    a_pod_that_never_starts_ends_the_run_at_its_timeout,
+    a_user_without_rights_is_told_what_is_missing,
+    dry_run_manifests_apply_on_the_cluster,
 );

@@ -1081,11 +1081,14 @@ fn the_working_directory_goes_to_the_pod_and_back_within_the_walls() {
     let mut tar = Vec::new();
     let sent = sync::pack(&root, &walls(&p), &mut tar).expect("pack");
     let cwd = p.path().to_str().expect("utf-8");
-    let copied_in = pod.exec(copy::CONTAINER, &copy::copy_in(cwd), &tar);
+    let framed = [copy::length_line(tar.len() as u64).into_bytes(), tar].concat();
+    let copied_in = pod.exec(copy::CONTAINER, &copy::copy_in(cwd), &framed);
     assert!(copied_in.status.success(), "{}", stderr(&copied_in));
     let code = pod.exited(copy::RUN_CONTAINER, Duration::from_secs(60));
     let said = pod.logs(copy::RUN_CONTAINER);
     assert_eq!(code, "3", "{said}");
+    let recorded = pod.exec(copy::CONTAINER, &copy::read_exit(), b"");
+    assert_eq!(stdout(&recorded), "3\n", "the gate's record of the status");
     assert!(said.contains("from the laptop\n"), "{said}");
     assert!(!said.contains(".env"), "the hidden file was sent: {said}");
     let back = pod.exec(copy::CONTAINER, &copy::copy_back(cwd), b"");
@@ -1115,9 +1118,9 @@ fn the_pod_of_a_killed_run_ends_by_itself() {
     let p = Project::new(Eng::Podman);
     let pod = PlayedPod::play(&p, &["--", "sh", "-c", "exit 0"]);
     let cwd = p.path().to_str().expect("utf-8");
-    // An empty archive: two zeroed blocks.
-    let tar = vec![0u8; 1024];
-    let copied_in = pod.exec(copy::CONTAINER, &copy::copy_in(cwd), &tar);
+    // An empty archive (two zeroed blocks), after its length.
+    let framed = [copy::length_line(1024).into_bytes(), vec![0u8; 1024]].concat();
+    let copied_in = pod.exec(copy::CONTAINER, &copy::copy_in(cwd), &framed);
     assert!(copied_in.status.success(), "{}", stderr(&copied_in));
     assert_eq!(
         pod.exited(copy::RUN_CONTAINER, Duration::from_secs(60)),

@@ -4,8 +4,10 @@
 //! 1. The command's container waits for [`GO`] before it starts the command, so that cordon
 //!    can attach to its input and output first and copy the working directory in.
 //! 2. cordon runs [`copy_in`] in the [`CONTAINER`]: the working directory arrives as a tar
-//!    stream on its input, then `GO` is made.
-//! 3. When the command ends, its container makes [`EXIT`] and ends with the command's status.
+//!    stream on its input, after its length, then `GO` is made.
+//! 3. When the command ends, its container writes the command's status to [`EXIT`] and ends
+//!    with it. cordon reads it there ([`read_exit`]): a kubelet may be slow to report one
+//!    container's end while another of the pod still runs.
 //! 4. cordon runs [`copy_back`] in the `CONTAINER`, which sends the working directory back as
 //!    a tar stream, then deletes the pod.
 //!
@@ -15,8 +17,8 @@
 //! back whose reader is gone ends on a broken pipe). The cluster's own deadline
 //! (`shutdownTime`, `activeDeadlineSeconds`) bounds the command.
 //!
-//! The image needs `/bin/sh`, `tar` and a `sleep` that takes fractions (busybox and coreutils
-//! both do). Nothing the pod sends back is trusted: the command can write the marker files
+//! The image needs `/bin/sh`, `tar`, `head -c` and a `sleep` that takes fractions (busybox and
+//! coreutils all do). Nothing the pod sends back is trusted: the command can write the marker files
 //! too, which at worst ends its own pod early.
 
 /// The volume (after the run's name) and where both containers mount it.
@@ -46,14 +48,14 @@ while [ ! -e {GO} ]; do
   i=$((i+1))
   if [ \"$i\" -gt {tenths} ]; then
     echo 'cordon: the working directory was not copied in within {START_WITHIN_SECS} s' >&2
-    : > {EXIT}
+    echo {NEVER_STARTED} > {EXIT}
     exit {NEVER_STARTED}
   fi
   sleep 0.1
 done
 \"$@\"
 s=$?
-: > {EXIT}
+echo \"$s\" > {EXIT}
 exit \"$s\""
     )
 }
@@ -88,10 +90,16 @@ while [ -e {DIR}/copying ] && [ ! -e {DIR}/copied ]; do sleep 0.1; done"
     vec!["/bin/sh".into(), "-c".into(), script]
 }
 
-/// What cordon runs in the copying container to copy the working directory `cwd` in: a tar
-/// stream on its input, unpacked there, then the command may start.
+/// What cordon runs in the copying container to copy the working directory `cwd` in: a line
+/// with the tar stream's length in bytes, then the stream, unpacked there; then the command may
+/// start. Reading exactly that length, it ends by itself: before Kubernetes 1.30 an exec's
+/// input cannot be closed without closing its output and status too.
 pub fn copy_in(cwd: &str) -> Vec<String> {
-    let script = format!("tar -x -f - -C \"$1\" && : > {GO}");
+    let script = format!(
+        "IFS= read -r n || exit 1
+case $n in ''|*[!0-9]*) echo \"cordon: not a length: $n\" >&2; exit 1 ;; esac
+head -c \"$n\" | tar -x -f - -C \"$1\" && : > {GO}"
+    );
     vec![
         "/bin/sh".into(),
         "-c".into(),
@@ -99,6 +107,20 @@ pub fn copy_in(cwd: &str) -> Vec<String> {
         "cordon-copy-in".into(),
         cwd.into(),
     ]
+}
+
+/// What [`copy_in`] reads before an archive of `length` bytes.
+pub fn length_line(length: u64) -> String {
+    format!("{length}\n")
+}
+
+/// What cordon runs in the copying container to read the command's exit status, once the
+/// command has ended: the number alone, or nothing while it runs. The command could have
+/// written the file too, but the gate writes it last, and the status is the command's to
+/// choose anyway.
+pub fn read_exit() -> Vec<String> {
+    let script = format!("head -c 16 {EXIT} 2>/dev/null || true");
+    vec!["/bin/sh".into(), "-c".into(), script]
 }
 
 /// What cordon runs in the copying container to have the working directory `cwd` back, as a

@@ -27,9 +27,16 @@ use super::explain::{self, Step};
 use super::sync;
 use crate::workspace::Walls;
 
-/// How long a pod may take to start: scheduling, pulling the image.
+/// How long a pod may take to start (scheduling, pulling the image) when the run has no
+/// `--timeout` of its own, or a longer one.
 const START_WITHIN: Duration = Duration::from_secs(300);
+/// How long after `--timeout` cordon waits for the cluster to have stopped the command.
+const STOP_GRACE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(250);
+/// The first release whose API server offers the exec and attach protocol that can say "the
+/// input has ended" (`v5.channel.k8s.io`, on by default since 1.30). Before it, closing the
+/// input closes the whole stream, and what the command still had to say is lost.
+const CLOSES_INPUT_SINCE: (u32, u32) = (1, 30);
 
 /// One object cordon made, to delete afterwards.
 struct Made {
@@ -54,6 +61,51 @@ pub struct Job<'a> {
     pub claim: Option<String>,
     /// Sent to the command before this process's own input (`cordon mcp`'s worker request).
     pub input: &'a [u8],
+    /// Whether the end of the input ends the session, so that nothing the command says after
+    /// it is wanted (`cordon mcp`'s worker, whose client has closed its side).
+    pub input_ends_session: bool,
+    /// The run's `--timeout`: it bounds every wait too.
+    pub timeout: Option<Duration>,
+}
+
+/// How long cordon waits for a step, and why that long: every wait ends by the run's
+/// `--timeout`, or by cordon's own bound where that comes first.
+#[derive(Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    said: &'static str,
+}
+
+impl Deadline {
+    /// For the pods to start: `--timeout` from now, or [`START_WITHIN`].
+    fn to_start(timeout: Option<Duration>) -> Deadline {
+        match timeout {
+            Some(t) if t < START_WITHIN => Deadline {
+                at: Instant::now() + t,
+                said: "the run's --timeout",
+            },
+            _ => Deadline {
+                at: Instant::now() + START_WITHIN,
+                said: "cordon's bound on a pod's start",
+            },
+        }
+    }
+
+    fn passed(&self) -> bool {
+        Instant::now() > self.at
+    }
+
+    /// "within N s (why)", as of `from`.
+    fn within(&self, from: Instant) -> String {
+        format!(
+            "within {} s ({})",
+            self.at
+                .saturating_duration_since(from)
+                .as_secs_f64()
+                .round(),
+            self.said
+        )
+    }
 }
 
 /// Runs the job and returns the command's exit status.
@@ -86,9 +138,10 @@ pub fn run(job: &Job<'_>) -> anyhow::Result<u8> {
                 .await
                 .map_err(|e| explain::api(Step::RuntimeClass(class), &namespace, &e))?;
         }
+        let closes_input = closes_input(&client).await;
         let mut made = Vec::new();
         let outcome = tokio::select! {
-            outcome = drive(&client, &namespace, job, packed, &mut made) => outcome,
+            outcome = drive(&client, &namespace, job, packed, closes_input, &mut made) => outcome,
             (name, number) = interrupted() => {
                 eprintln!("cordon: {name}: the run was stopped; deleting its objects on the cluster");
                 Ok(128 + number)
@@ -126,6 +179,24 @@ fn pack(cwd: &std::path::Path, walls: &Walls) -> anyhow::Result<(std::fs::File, 
         .with_context(|| format!("cannot pack {} for the pod", cwd.display()))?;
     file.seek(SeekFrom::Start(0))?;
     Ok((file, sent))
+}
+
+/// Whether the cluster's exec and attach streams can say that the input has ended
+/// ([`CLOSES_INPUT_SINCE`]); a version that cannot be read counts as an old one, which costs
+/// only the end of the command's input, never its output.
+async fn closes_input(client: &Client) -> bool {
+    let Ok(info) = client.apiserver_version().await else {
+        return false;
+    };
+    // Hosted clusters write the minor version as "29+".
+    let number = |s: &str| -> Option<u32> {
+        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    match (number(&info.major), number(&info.minor)) {
+        (Some(major), Some(minor)) => (major, minor) >= CLOSES_INPUT_SINCE,
+        _ => false,
+    }
 }
 
 /// Resolves on SIGINT, SIGTERM or SIGHUP, with its name and number.
@@ -172,8 +243,11 @@ async fn drive(
     namespace: &str,
     job: &Job<'_>,
     packed: Option<(std::fs::File, sync::Sent)>,
+    closes_input: bool,
     made: &mut Vec<Made>,
 ) -> anyhow::Result<u8> {
+    let started = Instant::now();
+    let to_start = Deadline::to_start(job.timeout);
     for object in &job.manifests.objects {
         let (api, name) = api_for(client, namespace, object)?;
         let shown = format!("{} {name}", object["kind"].as_str().unwrap_or_default());
@@ -205,7 +279,16 @@ async fn drive(
         .any(|o| o["metadata"]["labels"]["cordon.dev/role"] == "proxy");
     if proxied {
         // The command's first connection would otherwise find nobody listening.
-        running(&pods, namespace, job.name, "proxy", &["proxy"]).await?;
+        running(
+            &pods,
+            namespace,
+            job.name,
+            "proxy",
+            &["proxy"],
+            to_start,
+            started,
+        )
+        .await?;
     }
     let pod = running(
         &pods,
@@ -213,6 +296,8 @@ async fn drive(
         job.name,
         "sandbox",
         &[copy::RUN_CONTAINER, copy::CONTAINER],
+        to_start,
+        started,
     )
     .await?;
     let attach = AttachParams::default()
@@ -225,7 +310,8 @@ async fn drive(
         .await
         .map_err(|e| explain::api(Step::Attach, namespace, &e))?;
     // Read from now on, so that nothing the command says waits behind the copy in.
-    let output = tokio::spawn(relay(&mut process, job.input.to_vec()));
+    let hold_input = !closes_input && !job.input_ends_session;
+    let output = tokio::spawn(relay(&mut process, job.input.to_vec(), hold_input));
     // Attached: the command may start once its directory is there (an empty archive, when
     // nothing is copied).
     let cwd = job.cwd.to_string_lossy();
@@ -234,26 +320,51 @@ async fn drive(
         .await
         .map_err(|e| explain::api(Step::Exec, namespace, &e))?;
     let mut input = exec.stdin().context("the copy's input")?;
-    let sent = match packed {
-        Some((file, sent)) => {
-            let mut file = tokio::fs::File::from_std(file);
-            tokio::io::copy(&mut file, &mut input)
-                .await
-                .context("cannot send the working directory to the pod")?;
-            Some(sent)
-        }
+    // The archive's length first: the pod's side reads exactly that much and ends by itself,
+    // on clusters whose streams cannot say "the input has ended" too.
+    let (archive, sent) = match packed {
+        Some((file, sent)) => (file, Some(sent)),
+        // Nothing to copy: an empty archive (its two end blocks) lets the command start.
         None => {
-            input
-                .write_all(&[0; 1024])
-                .await
-                .context("cannot start the command in the pod")?;
-            None
+            let mut file = tempfile::tempfile().context("cannot make a file for the copy")?;
+            std::io::Write::write_all(&mut file, &[0; 1024])?;
+            file.seek(SeekFrom::Start(0))?;
+            (file, None)
         }
     };
-    input.shutdown().await.ok();
+    let length = archive.metadata()?.len();
+    input
+        .write_all(copy::length_line(length).as_bytes())
+        .await
+        .and(tokio::io::copy(&mut tokio::fs::File::from_std(archive), &mut input).await)
+        .context("cannot send the working directory to the pod")?;
+    input.flush().await.ok();
+    // Held open until the copy has said how it ended: closing it first would, before
+    // Kubernetes 1.30, close the whole stream and lose that.
+    let copied = finished(exec, "copying the working directory in").await;
     drop(input);
-    finished(exec, "copying the working directory in").await?;
-    let _ = output.await;
+    copied?;
+    match job.timeout {
+        Some(limit) => {
+            // The cluster stops the command at --timeout (activeDeadlineSeconds,
+            // shutdownTime); a cluster that does not is not waited for without end.
+            let stop_by = started + limit + STOP_GRACE;
+            if tokio::time::timeout_at(stop_by.into(), output)
+                .await
+                .is_err()
+            {
+                eprintln!(
+                    "cordon: the command ran past --timeout ({} s) and the cluster had not stopped it {} s later; stopping it",
+                    limit.as_secs(),
+                    STOP_GRACE.as_secs()
+                );
+                return Ok(cordon_sandbox::exit::TIMEOUT);
+            }
+        }
+        None => {
+            let _ = output.await;
+        }
+    }
     let code = exit_status(&pods, namespace, &pod).await?;
     if let (Some(sent), Some(walls)) = (sent, job.copy) {
         copy_back(&pods, &pod, job.cwd, walls, &sent, namespace).await?;
@@ -270,9 +381,14 @@ fn exec_params(stdin: bool) -> AttachParams {
 }
 
 /// Passes this terminal's input to the command and its output here, until the output ends.
+/// Where the cluster's stream cannot say that the input has ended, `hold_input` keeps it open
+/// after its end, which the command then never sees: closing it would close the whole stream,
+/// and what the command said after that would be lost. Without `hold_input` the stream is
+/// closed there, and the pod's runtime ends the command's input (`stdinOnce`).
 fn relay(
     process: &mut kube::api::AttachedProcess,
     first: Vec<u8>,
+    hold_input: bool,
 ) -> impl std::future::Future<Output = ()> + use<> {
     let stdin = process.stdin();
     let stdout = process.stdout();
@@ -284,6 +400,13 @@ fn relay(
                 return;
             }
             let _ = tokio::io::copy(&mut local, &mut remote).await;
+            if hold_input {
+                eprintln!(
+                    "cordon: note: this cluster is older than Kubernetes 1.30, whose streams cannot pass on the end of the command's input; a command that reads its input to the end will wait (--timeout ends it)"
+                );
+                // Ended with the runtime, once the run is over.
+                std::future::pending::<()>().await;
+            }
             let _ = remote.shutdown().await;
         });
     }
@@ -330,9 +453,10 @@ async fn running(
     run: &str,
     role: &str,
     wanted: &[&str],
+    deadline: Deadline,
+    started: Instant,
 ) -> anyhow::Result<String> {
     let selector = format!("cordon.dev/run={run},cordon.dev/role={role}");
-    let end = Instant::now() + START_WITHIN;
     let mut last = String::from("no pod yet");
     loop {
         let list = pods
@@ -349,10 +473,10 @@ async fn running(
                 }
             }
         }
-        if Instant::now() > end {
+        if deadline.passed() {
             bail!(
-                "the {role} pod did not start within {} s: {last}{}",
-                START_WITHIN.as_secs(),
+                "the {role} pod did not start {}: {last}{}",
+                deadline.within(started),
                 if role == "sandbox" && last == "no pod yet" {
                     "; is agent-sandbox's controller running on the cluster? Without it, use --k8s-kind pod"
                 } else {
@@ -364,18 +488,12 @@ async fn running(
     }
 }
 
-/// The command's exit status, once its container has ended. Its output has ended by then, so
-/// the kubelet's report follows within moments; a pod that never reports is an error, not a
-/// wait without end.
+/// The command's exit status, once its output has ended: from the pod's status, or where the
+/// kubelet has not reported it yet, from the gate's own record in the pod ([`copy::EXIT`]). A
+/// pod that says neither is an error, not a wait without end.
 async fn exit_status(pods: &Api<Pod>, namespace: &str, pod: &str) -> anyhow::Result<u8> {
-    let end = Instant::now() + START_WITHIN;
+    let end = Instant::now() + STOP_GRACE;
     loop {
-        if Instant::now() > end {
-            bail!(
-                "the pod {pod}'s output ended, but in {} s its status never said how the command ended",
-                START_WITHIN.as_secs()
-            );
-        }
         let p = pods
             .get(pod)
             .await
@@ -383,8 +501,35 @@ async fn exit_status(pods: &Api<Pod>, namespace: &str, pod: &str) -> anyhow::Res
         if let Some(code) = explain::ended(&p, copy::RUN_CONTAINER)? {
             return Ok(code);
         }
+        if let Some(code) = recorded_exit(pods, pod).await {
+            return Ok(code);
+        }
+        if Instant::now() > end {
+            bail!(
+                "the pod {pod}'s output ended, but in {} s neither its status nor cordon's record in it said how the command ended",
+                STOP_GRACE.as_secs()
+            );
+        }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// The status the gate wrote in the pod, if it has and the copying container still runs.
+async fn recorded_exit(pods: &Api<Pod>, pod: &str) -> Option<u8> {
+    let read = async {
+        let mut exec = pods
+            .exec(pod, copy::read_exit(), &exec_params(false))
+            .await
+            .ok()?;
+        let mut text = String::new();
+        exec.stdout()?.read_to_string(&mut text).await.ok()?;
+        text.trim().parse().ok()
+    };
+    // The command may have made the file something that never ends (a FIFO).
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .ok()
+        .flatten()
 }
 
 async fn copy_back(

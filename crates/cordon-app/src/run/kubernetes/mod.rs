@@ -185,6 +185,7 @@ pub fn run(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> anyh
     let input = run.worker.map(|w| w.input.clone()).unwrap_or_default();
     client::run(&client::Job {
         input: &input,
+        input_ends_session: run.worker.is_some(),
         manifests: &manifests,
         name: &options.name,
         namespace: options.namespace.as_deref(),
@@ -196,6 +197,7 @@ pub fn run(kube: &KubeOptions, image: Option<&str>, run: &Elsewhere<'_>) -> anyh
             let volume = kubernetes::workspace_volume(&options.name);
             format!("{volume}-{}", options.name)
         }),
+        timeout: run.spec.limits.timeout,
     })
 }
 
