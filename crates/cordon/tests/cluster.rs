@@ -307,48 +307,47 @@ fn dry_run_manifests_apply_on_the_cluster() {
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    let mut kinds = vec!["pod"];
+    // Each variant's extra flags: every object cordon renders is in one of them (the proxy's
+    // ConfigMap, Service and pod; a claimed volume; a template's warm pool).
+    let proxied: &[&str] = &[
+        "--k8s-proxy-image",
+        "cordon:1",
+        "--allow-domain",
+        "example.org",
+    ];
+    let mut variants: Vec<(&str, &[&str])> = vec![("pod", &[]), ("pod", proxied)];
     if known("sandboxes.agents.x-k8s.io") {
-        kinds.push("sandbox");
+        variants.push(("sandbox", proxied));
+        variants.push(("sandbox", &["--k8s-workspace", "volume"]));
     }
     if known("sandboxtemplates.extensions.agents.x-k8s.io") {
-        kinds.push("template");
+        variants.push(("template", &["--k8s-pool", "2"]));
     }
-    for kind in kinds {
+    for (i, (kind, extra)) in variants.into_iter().enumerate() {
         let mut cmd = Command::new(cordon_bin());
-        cmd.args([
-            "run",
-            "--backend",
-            "kubernetes",
-            "--image",
-            &c.image,
-            "--dry-run",
-        ])
-        .args(["--k8s-kind", kind, "--k8s-workspace", "empty"])
-        .args([
-            "--keep-env",
-            "CORDON_TEST_YES",
-            "--keep-env",
-            "CORDON_TEST_DATE",
-        ])
-        .args([
-            "--keep-env",
-            "CORDON_TEST_OCTAL",
-            "--",
-            "sh",
-            "-c",
-            "echo on; exit 0",
-        ])
-        .env("CORDON_TEST_YES", "yes")
-        .env("CORDON_TEST_DATE", "2001-12-14")
-        .env("CORDON_TEST_OCTAL", "0123")
-        .current_dir(dir.path());
+        cmd.args(["run", "--backend", "kubernetes", "--dry-run"])
+            .args(["--image", &c.image, "--k8s-kind", kind])
+            .args(extra)
+            .args([
+                "--keep-env",
+                "CORDON_TEST_YES",
+                "--keep-env",
+                "CORDON_TEST_DATE",
+            ])
+            .args(["--keep-env", "CORDON_TEST_OCTAL"])
+            .args(["--", "sh", "-c", "echo on; exit 0"])
+            .env("CORDON_TEST_YES", "yes")
+            .env("CORDON_TEST_DATE", "2001-12-14")
+            .env("CORDON_TEST_OCTAL", "0123")
+            .env("KUBECONFIG", &c.kubeconfig)
+            .current_dir(dir.path());
         if let Some(ns) = &c.namespace {
             cmd.args(["--namespace", ns]);
         }
         let o = cmd.output().expect("cordon");
-        assert!(o.status.success(), "{kind}: {}", stderr(&o));
-        let manifests = dir.path().join(format!("{kind}.yaml"));
+        let shown = format!("{kind} {extra:?}");
+        assert!(o.status.success(), "{shown}: {}", stderr(&o));
+        let manifests = dir.path().join(format!("{i}.yaml"));
         std::fs::write(&manifests, &o.stdout).expect("write");
         let applied = c
             .kubectl()
@@ -364,11 +363,11 @@ fn dry_run_manifests_apply_on_the_cluster() {
             .expect("kubectl");
         assert!(
             applied.status.success(),
-            "{kind}: kubectl apply refused the manifests: {}\n{}",
+            "{shown}: kubectl apply refused the manifests: {}\n{}",
             stderr(&applied),
             stdout(&o)
         );
-        assert!(deleted.status.success(), "{kind}: {}", stderr(&deleted));
+        assert!(deleted.status.success(), "{shown}: {}", stderr(&deleted));
     }
     c.no_leftovers();
 }
