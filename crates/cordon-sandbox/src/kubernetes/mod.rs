@@ -33,6 +33,9 @@ pub mod copy;
 mod tests;
 pub mod yaml;
 
+/// How long a deleted pod of cordon's is given to end before it is killed.
+const GRACE_SECS: u32 = 2;
+
 /// Which object runs the sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -655,6 +658,9 @@ fn pod_spec(spec: &SandboxSpec, opts: &Options, proxy: Option<&str>) -> Value {
         // The proxy's address reaches the command as a service variable.
         "enableServiceLinks": proxy.is_some(),
         "restartPolicy": "Never",
+        // cordon deletes the pod when the run has ended or was stopped; the gate, the pod's
+        // first process, takes no SIGTERM, so a grace period would only keep it for its length.
+        "terminationGracePeriodSeconds": GRACE_SECS,
         "securityContext": {
             "runAsNonRoot": user != 0,
             "runAsUser": user,
@@ -703,6 +709,7 @@ fn proxy(opts: &Options, proxy_name: &str, image: &str) -> Vec<Value> {
                 "automountServiceAccountToken": false,
                 "enableServiceLinks": false,
                 "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": GRACE_SECS,
                 "securityContext": {
                     "runAsNonRoot": true,
                     "runAsUser": DEFAULT_USER,

@@ -73,21 +73,21 @@ pub struct Job<'a> {
 #[derive(Clone, Copy)]
 struct Deadline {
     at: Instant,
+    bound: Duration,
     said: &'static str,
 }
 
 impl Deadline {
     /// For the pods to start: `--timeout` from now, or [`START_WITHIN`].
     fn to_start(timeout: Option<Duration>) -> Deadline {
-        match timeout {
-            Some(t) if t < START_WITHIN => Deadline {
-                at: Instant::now() + t,
-                said: "the run's --timeout",
-            },
-            _ => Deadline {
-                at: Instant::now() + START_WITHIN,
-                said: "cordon's bound on a pod's start",
-            },
+        let (bound, said) = match timeout {
+            Some(t) if t < START_WITHIN => (t, "the run's --timeout"),
+            _ => (START_WITHIN, "cordon's bound on a pod's start"),
+        };
+        Deadline {
+            at: Instant::now() + bound,
+            bound,
+            said,
         }
     }
 
@@ -95,14 +95,11 @@ impl Deadline {
         Instant::now() > self.at
     }
 
-    /// "within N s (why)", as of `from`.
-    fn within(&self, from: Instant) -> String {
+    /// "within N s (why)".
+    fn within(&self) -> String {
         format!(
             "within {} s ({})",
-            self.at
-                .saturating_duration_since(from)
-                .as_secs_f64()
-                .round(),
+            self.bound.as_secs_f64().round(),
             self.said
         )
     }
@@ -279,16 +276,7 @@ async fn drive(
         .any(|o| o["metadata"]["labels"]["cordon.dev/role"] == "proxy");
     if proxied {
         // The command's first connection would otherwise find nobody listening.
-        running(
-            &pods,
-            namespace,
-            job.name,
-            "proxy",
-            &["proxy"],
-            to_start,
-            started,
-        )
-        .await?;
+        running(&pods, namespace, job.name, "proxy", &["proxy"], to_start).await?;
     }
     let pod = running(
         &pods,
@@ -297,7 +285,6 @@ async fn drive(
         "sandbox",
         &[copy::RUN_CONTAINER, copy::CONTAINER],
         to_start,
-        started,
     )
     .await?;
     let attach = AttachParams::default()
@@ -454,7 +441,6 @@ async fn running(
     role: &str,
     wanted: &[&str],
     deadline: Deadline,
-    started: Instant,
 ) -> anyhow::Result<String> {
     let selector = format!("cordon.dev/run={run},cordon.dev/role={role}");
     let mut last = String::from("no pod yet");
@@ -476,7 +462,7 @@ async fn running(
         if deadline.passed() {
             bail!(
                 "the {role} pod did not start {}: {last}{}",
-                deadline.within(started),
+                deadline.within(),
                 if role == "sandbox" && last == "no pod yet" {
                     "; is agent-sandbox's controller running on the cluster? Without it, use --k8s-kind pod"
                 } else {
