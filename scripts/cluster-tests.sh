@@ -9,7 +9,8 @@
 #      `cordon mcp` from an image with this cordon in it.
 #
 # agent-sandbox's CRDs are installed in both, but its controller cannot be built here, so
-# Sandbox objects never get a pod: the runs use plain pods.
+# Sandbox objects never get a pod: the runs use plain pods. While the cluster runs, this
+# machine's docker0 bridge is gone (see stop below).
 #
 #     scripts/cluster-tests.sh          # W=/var/tmp/k8s-test by default
 set -euo pipefail
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 export W=${W:-/var/tmp/k8s-test}
 tc=
 for d in ${CORDON_K8S_CRDS:+"$CORDON_K8S_CRDS"} "$PWD/../shared/k8s" /work/shared/k8s; do
-  if [ -x "$d/test-cluster/start-k8s-1.20.sh" ] || [ -f "$d/test-cluster/start-k8s-1.20.sh" ]; then
+  if [ -f "$d/test-cluster/start-k8s-1.20.sh" ]; then
     crds=$d
     tc=$d/test-cluster
     break
@@ -37,9 +38,17 @@ if [ ! -x "$W/bin/kubelet" ]; then
   }
 fi
 
+# The cluster's own dockerd runs with --bridge=none, and a dockerd started so removes this
+# machine's docker0 bridge, without which the machine's own dockerd cannot start a container.
+# While the cluster runs it is gone; when the cluster stops it is put back as it was.
+bridge=$(ip -4 -o addr show dev docker0 2>/dev/null | awk '{print $4; exit}')
 stop() {
   bash "$tc/stop-k8s-1.20.sh" >/dev/null 2>&1 || true
   rm -rf "$W/run" 2>/dev/null || true
+  if [ -n "$bridge" ] && ! ip link show docker0 >/dev/null 2>&1; then
+    ip link add docker0 type bridge && ip addr add "$bridge" dev docker0 && ip link set docker0 up ||
+      echo "cluster-tests: could not put docker0 back ($bridge): restart dockerd" >&2
+  fi
 }
 trap stop EXIT
 cargo build -p cordon --locked -q
