@@ -12,11 +12,16 @@ project's settings and for a contained ask, and with sandbox-runtime's `srt` and
 
     python3 scripts/bench-hook.py [--cordon PATH] [--rounds N]
     python3 scripts/bench-hook.py --launch [--srt PATH] [--codex PATH] [--rounds N]
+
+--also "NAME=ARGV" (repeatable) adds a way to the decision's rounds: ARGV, split as a shell
+would, given the same hook input on standard input; for instance another build of cordon
+(`NAME=PATH hook claude-code`) or `cordon-app`'s `hook_only` example.
 """
 
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import tempfile
@@ -30,6 +35,8 @@ def main():
     ap.add_argument("--launch", action="store_true")
     ap.add_argument("--srt", help="sandbox-runtime's srt, for --launch")
     ap.add_argument("--codex", help="Codex's codex, for --launch")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=ARGV",
+                    help="another way to time with the same hook input")
     a = ap.parse_args()
     cordon = os.path.abspath(a.cordon)
     # Not under /tmp: a sandboxed command has a /tmp of its own.
@@ -50,8 +57,16 @@ def main():
         "cordon hook codex": ([cordon, "hook", "codex"], hook_input),
         "cordon check (same call)": ([cordon, "check", "--tool", "run_shell_command",
                                       "--args", json.dumps({"command": command})], b""),
-        "true": (["true"], b""),
     }
+    for also in a.also:
+        name, sep, argv = also.partition("=")
+        if not sep or not name or not argv.strip():
+            raise SystemExit(f"--also {also!r}: give NAME=ARGV, for instance \"static=PATH hook claude-code\"")
+        argv = shlex.split(argv)
+        if "/" in argv[0]:  # the ways run in the scratch workspace
+            argv[0] = os.path.abspath(argv[0])
+        ways[name] = (argv, hook_input)
+    ways["true"] = (["true"], b"")
     show(a.rounds, interleave(ways, a.rounds, ws))
 
 

@@ -1,0 +1,36 @@
+//! A process that does only what `cordon hook claude-code` does, with the built-in defaults:
+//! read the agent's input, decide, print the answer. It exists to measure what a hook call
+//! would cost from a binary that links nothing else (docs/BENCHMARKS.md, "A hook call"):
+//! `cordon`'s own start-up grows with everything else it carries.
+//!
+//! `target/dist/examples/hook_only < input.json` decides; with `--floor` it only reads its
+//! input, which times the same binary's start-up without the decision; with `--time` it also
+//! says on standard error how long the decision took inside the process.
+
+use std::io::Read;
+
+use cordon_app::agents::{self, Agent, Headless, HookOptions};
+
+fn main() -> anyhow::Result<()> {
+    let mut input = Vec::new();
+    std::io::stdin().read_to_end(&mut input)?;
+    let flag = std::env::args().nth(1);
+    if flag.as_deref() == Some("--floor") {
+        return Ok(());
+    }
+    let opts = HookOptions {
+        own_shell_off: false,
+        sandbox_shell: None,
+        headless: Headless::Contain,
+    };
+    let start = std::time::Instant::now();
+    let answer = agents::decide(Agent::ClaudeCode, &input, Default::default(), &opts)?;
+    if flag.as_deref() == Some("--time") {
+        eprintln!(
+            "decided in {:?}, reading the policy and settings included",
+            start.elapsed()
+        );
+    }
+    println!("{answer}");
+    Ok(())
+}
