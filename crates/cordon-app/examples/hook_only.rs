@@ -9,20 +9,24 @@
 
 use std::io::Read;
 
-use cordon_app::agents::{self, Agent, Headless, HookOptions};
+use cordon_app::agents::{self, Agent, HookOptions, MAX_HOOK_INPUT};
 
 fn main() -> anyhow::Result<()> {
     let mut input = Vec::new();
-    std::io::stdin().read_to_end(&mut input)?;
+    // Read as `cordon hook` reads, so that both do the same work.
+    std::io::stdin()
+        .lock()
+        .take(MAX_HOOK_INPUT + 1)
+        .read_to_end(&mut input)?;
+    anyhow::ensure!(
+        input.len() as u64 <= MAX_HOOK_INPUT,
+        "the hook input is longer than {MAX_HOOK_INPUT} bytes"
+    );
     let flag = std::env::args().nth(1);
     if flag.as_deref() == Some("--floor") {
         return Ok(());
     }
-    let opts = HookOptions {
-        own_shell_off: false,
-        sandbox_shell: None,
-        headless: Headless::Contain,
-    };
+    let opts = HookOptions::default();
     let start = std::time::Instant::now();
     let answer = agents::decide(Agent::ClaudeCode, &input, Default::default(), &opts)?;
     if flag.as_deref() == Some("--time") {
