@@ -26,7 +26,14 @@ struct Cluster {
     namespace: Option<String>,
     image: String,
     kind: String,
+    /// Held for the whole test: [`Cluster::no_leftovers`] looks at every object cordon labels
+    /// as its own, so a test running beside it would count as its leftovers (and kept one CI
+    /// run's check from ever seeing an empty namespace).
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
+
+/// One test at a time talks to the cluster.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn cluster() -> Cluster {
     let Some(kubeconfig) = std::env::var_os("CORDON_TEST_KUBECONFIG") else {
@@ -37,6 +44,8 @@ fn cluster() -> Cluster {
         namespace: std::env::var("CORDON_TEST_K8S_NAMESPACE").ok(),
         image: std::env::var("CORDON_TEST_K8S_IMAGE").unwrap_or_else(|_| "busybox:1.36".into()),
         kind: std::env::var("CORDON_TEST_K8S_KIND").unwrap_or_else(|_| "sandbox".into()),
+        // A test that failed holding it leaves nothing the next one depends on.
+        _turn: TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
     }
 }
 
@@ -83,7 +92,8 @@ impl Cluster {
         cmd
     }
 
-    /// The objects cordon labelled as its own that are still there, when kubectl is at hand.
+    /// The objects cordon labelled as its own that are still there, when kubectl is at hand:
+    /// a line each, saying whether its deletion was asked for and what the pod is doing.
     fn leftovers(&self) -> Option<String> {
         let mut cmd = self.kubectl();
         cmd.args([
@@ -91,14 +101,18 @@ impl Cluster {
             "pods,services,configmaps,networkpolicies",
             "-l",
             "app.kubernetes.io/managed-by=cordon",
+            "--no-headers",
             "-o",
-            "name",
+            "custom-columns=KIND:.kind,NAME:.metadata.name,DELETED:.metadata.deletionTimestamp,\
+             PHASE:.status.phase",
         ]);
         let o: Output = cmd.output().ok()?;
         o.status.success().then(|| stdout(&o))
     }
 
-    fn no_leftovers(&self) {
+    /// Waits for every object of cordon's to be gone; `said` is what the run printed, for the
+    /// failure's message.
+    fn no_leftovers(&self, said: &str) {
         let end = Instant::now() + Duration::from_secs(120);
         loop {
             match self.leftovers() {
@@ -107,7 +121,10 @@ impl Cluster {
                     return;
                 }
                 Some(left) if left.trim().is_empty() => return,
-                Some(left) => assert!(Instant::now() < end, "left on the cluster: {left}"),
+                Some(left) => assert!(
+                    Instant::now() < end,
+                    "left on the cluster:\n{left}\nthe run said:\n{said}"
+                ),
             }
             std::thread::sleep(Duration::from_secs(2));
         }
@@ -134,7 +151,7 @@ fn a_command_runs_on_the_cluster_with_its_directory() {
     let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap_or_default();
     assert_eq!(read("in.txt"), "changed\n", "{said}");
     assert!(!dir.path().join(".bashrc").exists(), "{said}");
-    c.no_leftovers();
+    c.no_leftovers(&said);
 }
 
 /// SIGTERM to cordon mid-run deletes what it made.
@@ -161,9 +178,10 @@ fn sigterm_deletes_the_runs_objects() {
         .status()
         .expect("kill");
     assert!(killed.success());
-    let status = child.wait().expect("wait");
-    assert_eq!(status.code(), Some(143));
-    c.no_leftovers();
+    let o = child.wait_with_output().expect("wait");
+    let said = stderr(&o);
+    assert_eq!(o.status.code(), Some(143), "{said}");
+    c.no_leftovers(&said);
 }
 
 /// `cordon mcp --backend kubernetes`: the whole server runs in a pod whose image holds cordon
@@ -230,7 +248,7 @@ fn the_mcp_server_runs_in_a_pod_and_its_writes_come_back() {
     assert!(status.success(), "{status:?}");
     let made = std::fs::read_to_string(dir.path().join("made.txt")).unwrap_or_default();
     assert_eq!(made, "from-the-pod\n");
-    c.no_leftovers();
+    c.no_leftovers("(the MCP server's stderr is this test's)");
 }
 
 /// A pod that never starts is waited for no longer than the run's `--timeout`, which the
@@ -264,7 +282,7 @@ fn a_pod_that_never_starts_ends_the_run_at_its_timeout() {
         said.contains("within 8 s (the run's --timeout)") || said.contains("cannot start"),
         "{said}"
     );
-    c.no_leftovers();
+    c.no_leftovers(&said);
 }
 
 /// A user without rights is told which permission is missing, and cordon makes nothing.
@@ -292,7 +310,7 @@ fn a_user_without_rights_is_told_what_is_missing() {
         said.contains("forbidden") || said.contains("not allowed"),
         "{said}"
     );
-    c.no_leftovers();
+    c.no_leftovers(&said);
 }
 
 /// What `--dry-run` prints is taken by the cluster's own YAML reader and admission, for every
@@ -369,7 +387,7 @@ fn dry_run_manifests_apply_on_the_cluster() {
         );
         assert!(deleted.status.success(), "{shown}: {}", stderr(&deleted));
     }
-    c.no_leftovers();
+    c.no_leftovers("(applied and deleted with kubectl)");
 }
 
 common::tests!(
