@@ -4,7 +4,7 @@ use std::cell::OnceCell;
 use std::path::PathBuf;
 
 use regex::Regex;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::checkers::Checker;
@@ -12,7 +12,7 @@ use crate::shell::{Heuristic, SimpleCommand};
 use crate::types::{ApprovalMode, Decision, Tier};
 
 /// Which tools a rule is about.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ToolPattern {
     /// `*`: every tool.
     Any,
@@ -126,6 +126,9 @@ impl ToolPattern {
 /// first time a call meets its rule: compiling is most of what loading the policy costs a
 /// one-shot process (a hook, `check`), and most calls never meet those rules. Every built-in
 /// pattern is compiled by a test; one someone wrote is compiled, and refused, at load.
+///
+/// Written out (the built-in policies' compiled form, `defaults/compiled.json`) as its source
+/// text, and read back as one compiled on first use.
 #[derive(Debug, Clone)]
 pub enum Pattern {
     Ready(Regex),
@@ -157,10 +160,29 @@ impl Pattern {
     pub fn is_match(&self, text: &str) -> bool {
         self.regex().is_some_and(|re| re.is_match(text))
     }
+
+    fn source(&self) -> &str {
+        match self {
+            Pattern::Ready(re) => re.as_str(),
+            Pattern::Later { source, .. } => source,
+        }
+    }
+}
+
+impl Serialize for Pattern {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.source())
+    }
+}
+
+impl<'de> Deserialize<'de> for Pattern {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Pattern::later)
+    }
 }
 
 /// A condition on the shell command itself.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum CommandCondition {
     /// `commandPrefix`: the command's words start with one of these word lists.
     Prefix(Vec<Vec<String>>),
@@ -199,7 +221,7 @@ fn literal_prefixes(pattern: &str) -> Option<Vec<String>> {
 }
 
 /// Where a rule came from, for messages and `policy explain`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RuleSource {
     /// The file, or `None` for rules made from flags and settings.
     pub file: Option<PathBuf>,
@@ -210,7 +232,7 @@ pub struct RuleSource {
 }
 
 /// The part of a rule (or a checker entry) that decides whether it is about a call.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Matcher {
     pub tools: Vec<ToolPattern>,
     pub args_pattern: Option<Pattern>,
@@ -325,7 +347,7 @@ impl Matcher {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Rule {
     pub name: Option<String>,
     pub matcher: Matcher,

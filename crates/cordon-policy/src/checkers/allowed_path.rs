@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::{Environment, Verdict};
 use crate::types::{Decision, ToolCall};
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct AllowedPathConfig {
     /// Argument keys (dot notation for nested keys) that hold paths whatever their name.
     pub included_args: Vec<String>,

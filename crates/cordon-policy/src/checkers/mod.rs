@@ -10,7 +10,7 @@ mod external;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use allowed_path::AllowedPathConfig;
@@ -20,13 +20,13 @@ use crate::rule::{Matcher, RuleSource};
 use crate::types::{Decision, Tier, ToolCall};
 
 /// What a checker does.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum CheckerKind {
     AllowedPath(AllowedPathConfig),
     External(ExternalChecker),
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExternalChecker {
     pub name: String,
     /// Program and arguments. A checker without one denies every call it sees, as Gemini CLI
@@ -35,7 +35,7 @@ pub struct ExternalChecker {
     pub timeout: Duration,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Checker {
     pub kind: CheckerKind,
     /// Which parts of the context the checker is given (`environment`); all when absent.
@@ -53,7 +53,7 @@ impl Checker {
 }
 
 /// A `[[safety_checker]]` entry: which calls a checker looks at.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CheckerRule {
     pub matcher: Matcher,
     pub priority: u16,

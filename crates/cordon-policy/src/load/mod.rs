@@ -32,6 +32,42 @@ pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
     ),
 ];
 
+/// [`BUILTIN_POLICIES`] as [`parse_builtin`] reads them, written out by a test
+/// (`compiled_builtins_are_the_parsed_ones`, which also fails when this is stale). Reading the
+/// TOML took most of a hook call's decision: a one-shot process pays it on every call.
+const COMPILED: &str = include_str!("../defaults/compiled.json");
+
+/// One built-in file, parsed.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Compiled {
+    name: String,
+    rules: Vec<Rule>,
+    checkers: Vec<CheckerRule>,
+}
+
+/// The built-in policies: from their compiled form, or, should that not read (which its test
+/// rules out), from their text, so that they are the same rules either way.
+fn builtin(compiled: &str) -> Vec<ParsedFile> {
+    match serde_json::from_str::<Vec<Compiled>>(compiled) {
+        Ok(files) if files.len() == BUILTIN_POLICIES.len() => files
+            .into_iter()
+            .map(|f| ParsedFile {
+                rules: f.rules,
+                checkers: f.checkers,
+                issues: Vec::new(),
+            })
+            .collect(),
+        _ => BUILTIN_POLICIES
+            .iter()
+            .map(|(name, text)| parse_builtin(name, text))
+            .collect(),
+    }
+}
+
+fn parse_builtin(name: &str, text: &str) -> ParsedFile {
+    parse_policy_text(text, None, &format!("builtin:{name}"), Tier::Default)
+}
+
 /// Rules that come from settings rather than policy files. They sit in the user tier at the
 /// priorities Gemini CLI gives them, so files and settings written for it rank the same here.
 #[derive(Debug, Clone, Default)]
@@ -112,9 +148,8 @@ pub fn load(sources: &PolicySources) -> PolicySet {
         ..Default::default()
     };
     if sources.builtin {
-        for (name, text) in BUILTIN_POLICIES {
-            let label = format!("builtin:{name}");
-            set.add(parse_policy_text(text, None, &label, Tier::Default));
+        for parsed in builtin(COMPILED) {
+            set.add(parsed);
         }
     }
     for dir in &sources.default_dirs {
@@ -398,6 +433,53 @@ fn restrict_untrusted(set: &mut PolicySet, trust_workspace: bool) {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// The built-in policies' compiled form is what their text says. After a change to a
+    /// built-in file or to what a rule holds, `CORDON_BLESS=1 cargo test -p cordon-policy
+    /// compiled_builtins` writes it anew.
+    #[test]
+    fn compiled_builtins_are_the_parsed_ones() {
+        let files: Vec<Compiled> = BUILTIN_POLICIES
+            .iter()
+            .map(|(name, text)| {
+                let parsed = parse_builtin(name, text);
+                assert!(parsed.issues.is_empty(), "{name}: {:#?}", parsed.issues);
+                Compiled {
+                    name: name.to_string(),
+                    rules: parsed.rules,
+                    checkers: parsed.checkers,
+                }
+            })
+            .collect();
+        let want = serde_json::to_string_pretty(&files).expect("serialise") + "\n";
+        if want == COMPILED {
+            return;
+        }
+        if std::env::var_os("CORDON_BLESS").is_some() {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/defaults/compiled.json");
+            std::fs::write(&path, want).expect("write compiled.json");
+            return;
+        }
+        panic!(
+            "src/defaults/compiled.json is not what the built-in policies parse to; \
+             write it anew with CORDON_BLESS=1 cargo test -p cordon-policy compiled_builtins"
+        );
+    }
+
+    /// Read back, the compiled form holds everything it was written from, and it is what
+    /// `load` uses; text that does not read falls back to the policies' own text.
+    #[test]
+    fn compiled_builtins_read_back_whole() {
+        let read: Vec<Compiled> = serde_json::from_str(COMPILED).expect("compiled.json reads");
+        let again = serde_json::to_string_pretty(&read).expect("serialise") + "\n";
+        assert_eq!(again, COMPILED);
+        let rules = |files: Vec<ParsedFile>| -> String {
+            let all: Vec<&Rule> = files.iter().flat_map(|f| &f.rules).collect();
+            serde_json::to_string(&all).expect("serialise")
+        };
+        assert_eq!(rules(builtin("not JSON")), rules(builtin(COMPILED)));
+        assert!(!builtin(COMPILED).iter().all(|f| f.rules.is_empty()));
+    }
 
     #[test]
     fn builtin_policies_load_cleanly() {

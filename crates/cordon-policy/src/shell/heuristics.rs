@@ -9,7 +9,7 @@ use super::wrappers::program_name;
 use super::{Known, SimpleCommand};
 
 /// A named built-in classifier a rule can refer to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Heuristic {
     /// Commands that destroy data, rewrite history, raise privileges or load foreign code.
     Dangerous,
