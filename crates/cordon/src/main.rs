@@ -1,38 +1,5 @@
-//! `cordon`: the command line over cordon's application core (`cordon-app`).
+//! `cordon`: every command (`cordon_cli`).
 
-mod cli;
-
-use std::process::ExitCode;
-
-use clap::Parser;
-
-/// Exit statuses cordon itself uses. Documented in the README.
-pub mod exit {
-    /// Success.
-    pub const OK: u8 = 0;
-    /// `policy lint` found errors.
-    pub const LINT_ERRORS: u8 = 1;
-    /// A bad call: unknown flag, malformed JSON, policy files that do not load.
-    pub const USAGE: u8 = 2;
-}
-
-fn main() -> ExitCode {
-    // The sandbox helper and cordon's own children (a run of `exec`, a run's proxy) are this
-    // same binary started again, with a typed request; they must take over before anything
-    // else, while the process is one thread.
-    #[cfg(unix)]
-    cordon_app::child::run_if_child(cli::start_child_logging);
-    let args = cli::Cli::parse();
-    args.start_logging();
-    #[cfg(target_os = "linux")]
-    if args.only_prints() {
-        cordon_sandbox::linux::end_quietly_on_closed_output();
-    }
-    match cli::run(args) {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("cordon: error: {e:#}");
-            ExitCode::from(exit::USAGE)
-        }
-    }
+fn main() -> std::process::ExitCode {
+    cordon_cli::main()
 }

@@ -1000,8 +1000,7 @@ fn cordon_setup_wires_codex_and_remove_undoes_it() {
         &[("PATH", &path)],
     );
     assert!(
-        said.contains("does not run `cordon hook codex` yet (untrusted)")
-            && said.contains("open /hooks"),
+        said.contains("does not run cordon's hook yet (untrusted)") && said.contains("open /hooks"),
         "{said}"
     );
     let doctor = Command::new(env!("CARGO_BIN_EXE_cordon"))

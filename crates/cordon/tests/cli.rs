@@ -42,7 +42,12 @@ impl Env {
     }
 
     fn cordon(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        self.program(Path::new(env!("CARGO_BIN_EXE_cordon")), args, stdin)
+    }
+
+    /// `program` (cordon, or cordon-hook) run in the workspace, as [`Env::cordon`] runs cordon.
+    fn program(&self, program: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut child = Command::new(program)
             .args(args)
             .current_dir(self.path("ws"))
             .env("HOME", self.path("home"))
@@ -1093,6 +1098,94 @@ fn the_claude_code_hook_answers_in_claudes_format() {
     assert_eq!(plan, "deny");
 }
 
+/// `cordon-hook AGENT` is `cordon hook AGENT` as a program of its own: the same answer, byte
+/// for byte, and the same exit status, for every agent, for calls allowed, asked about and
+/// denied, in an interactive and a bypass mode, with and without `--sandbox-shell` (whose
+/// rewritten command runs the `cordon` beside it). Copied where no `cordon` is beside it, it
+/// refuses every command rather than hand one back to run unconfined.
+fn cordon_hook_answers_as_cordon_hook_does() {
+    let env = Env::in_dir(Path::new("/var/tmp"));
+    let hook_program = Path::new(env!("CARGO_BIN_EXE_cordon-hook"));
+    let calls = [
+        ("Bash", serde_json::json!({"command": "ls -la"})),
+        (
+            "Bash",
+            serde_json::json!({"command": "git push --force origin main"}),
+        ),
+        ("Bash", serde_json::json!({"command": "cat ~/.ssh/id_rsa"})),
+        ("Read", serde_json::json!({"file_path": "/etc/shadow"})),
+        (
+            "Write",
+            serde_json::json!({"file_path": "src/a.rs", "content": "x"}),
+        ),
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for agent in ["claude-code", "codex", "gemini-cli"] {
+        for (tool, input) in &calls {
+            for mode in ["default", "bypassPermissions"] {
+                let text = if agent == "gemini-cli" {
+                    let tool = if *tool == "Bash" {
+                        "run_shell_command"
+                    } else {
+                        "read_file"
+                    };
+                    serde_json::json!({"hook_event_name": "BeforeTool", "tool_name": tool,
+                        "tool_input": input, "cwd": env.path("ws")})
+                    .to_string()
+                } else {
+                    claude_input(&env, tool, input.clone(), mode)
+                };
+                for extra in [&[][..], &["--sandbox-shell"][..]] {
+                    let by_cordon =
+                        env.cordon(&[&["hook", agent][..], extra].concat(), Some(&text));
+                    let by_hook =
+                        env.program(hook_program, &[&[agent][..], extra].concat(), Some(&text));
+                    let said = format!(
+                        "{agent} {tool} {input} {mode} {extra:?}: {}",
+                        stderr(&by_hook)
+                    );
+                    assert_eq!(by_cordon.status.code(), by_hook.status.code(), "{said}");
+                    assert_eq!(stdout(&by_cordon), stdout(&by_hook), "{said}");
+                    seen.insert(
+                        stdout(&by_hook)
+                            .split('"')
+                            .filter(|w| ["allow", "deny", "ask"].contains(w))
+                            .collect::<Vec<_>>()
+                            .join(","),
+                    );
+                }
+            }
+        }
+    }
+    // The calls were answered in more than one way, so the comparison compared something.
+    assert!(seen.len() >= 3, "{seen:?}");
+
+    let lone = env.path("lone/cordon-hook");
+    std::fs::create_dir_all(env.path("lone")).expect("mkdir");
+    std::fs::copy(hook_program, &lone).expect("copy cordon-hook");
+    let text = claude_input(
+        &env,
+        "Bash",
+        serde_json::json!({"command": "ls"}),
+        "default",
+    );
+    let o = env.program(&lone, &["claude-code", "--sandbox-shell"], Some(&text));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "{}, which is not there",
+            env.path("lone/cordon").display()
+        )),
+        "{}",
+        stderr(&o)
+    );
+    // Without --sandbox-shell it needs no cordon: it only decides.
+    let o = env.program(&lone, &["claude-code"], Some(&text));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"allow\""), "{}", stdout(&o));
+}
+
 /// Gemini CLI's BeforeTool hook: its tools already carry cordon's names; a denial is
 /// `{"decision": "deny"}`, and an ask too, since its hooks cannot ask a person.
 fn the_gemini_cli_hook_denies_what_it_cannot_ask_about() {
@@ -1832,6 +1925,7 @@ common::tests!(
     bad_backend_calls_exit_2_and_say_what_to_do,
     the_hook_runs_the_agents_shell_commands_in_cordons_sandbox,
     the_claude_code_hook_answers_in_claudes_format,
+    cordon_hook_answers_as_cordon_hook_does,
     the_gemini_cli_hook_denies_what_it_cannot_ask_about,
     the_hook_refuses_what_it_cannot_decide,
     mcp_on_a_cluster_serves_from_a_pod_with_the_launchers_policy,

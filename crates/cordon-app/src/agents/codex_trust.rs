@@ -26,21 +26,20 @@ pub enum HookTrust {
 
 impl HookTrust {
     /// What the person does about anything but [`HookTrust::Trusted`].
-    pub const FIX: &str = "start codex, open /hooks, and trust `cordon hook codex`";
+    pub const FIX: &str = "start codex, open /hooks, and trust cordon's hook (`cordon-hook codex` or `cordon hook codex`)";
 
     /// One line for people.
     pub fn said(&self) -> String {
         match self {
-            HookTrust::Trusted => "Codex runs `cordon hook codex` (trusted in /hooks)".into(),
+            HookTrust::Trusted => "Codex runs cordon's hook (trusted in /hooks)".into(),
             HookTrust::NotTrusted(status) => format!(
-                "Codex does not run `cordon hook codex` yet ({status}): until it is trusted, Codex's shell and apply_patch calls are not checked by cordon"
+                "Codex does not run cordon's hook yet ({status}): until it is trusted, Codex's shell and apply_patch calls are not checked by cordon"
             ),
             HookTrust::Absent => {
-                "Codex's settings here hold no `cordon hook codex` (cordon setup codex adds it)"
-                    .into()
+                "Codex's settings here hold no hook of cordon's (cordon setup codex adds it)".into()
             }
             HookTrust::Unknown(why) => {
-                format!("cannot ask Codex whether it runs `cordon hook codex` ({why})")
+                format!("cannot ask Codex whether it runs cordon's hook ({why})")
             }
         }
     }
@@ -66,14 +65,9 @@ pub fn cordons_hook(codex: &Path, cwd: &Path) -> HookTrust {
 /// cordon's hook among `hooks` (`hooks/list`'s entries), and its status.
 fn of_cordon(hooks: &[Value]) -> HookTrust {
     let ours = hooks.iter().find(|h| {
-        h["command"].as_str().is_some_and(|c| {
-            c.split_once(' ').is_some_and(|(program, rest)| {
-                Path::new(program)
-                    .file_name()
-                    .is_some_and(|n| n == "cordon")
-                    && rest.trim_start().starts_with("hook codex")
-            })
-        })
+        h["command"]
+            .as_str()
+            .is_some_and(|c| super::is_cordons_hook(c, super::Agent::Codex))
     });
     match ours {
         None => HookTrust::Absent,
@@ -162,7 +156,19 @@ mod tests {
             HookTrust::NotTrusted("modified".into())
         );
         assert_eq!(
+            of_cordon(&[hook("/x/cordon-hook codex", "trusted")]),
+            HookTrust::Trusted
+        );
+        assert_eq!(
             of_cordon(&[hook("/x/cordon mcp", "trusted")]),
+            HookTrust::Absent
+        );
+        assert_eq!(
+            of_cordon(&[
+                hook("/x/cordon-hook claude-code", "trusted"),
+                hook("/x/cordon hook codexx", "trusted"),
+                hook("/x/cordon codex", "trusted"),
+            ]),
             HookTrust::Absent
         );
     }

@@ -65,6 +65,21 @@ pub const OWN_TOOLS: &[&str] = &[
     "search_file_content",
 ];
 
+/// Whether a hook's command line runs cordon's hook for `agent`: `…/cordon hook AGENT …` or
+/// `…/cordon-hook AGENT …`, whichever `cordon setup` wrote.
+pub fn is_cordons_hook(command: &str, agent: Agent) -> bool {
+    let mut words = command.split_whitespace();
+    let program = words
+        .next()
+        .and_then(|p| std::path::Path::new(p).file_name())
+        .and_then(|n| n.to_str());
+    match program {
+        Some("cordon") => words.next() == Some("hook") && words.next() == Some(agent.name()),
+        Some("cordon-hook") => words.next() == Some(agent.name()),
+        _ => false,
+    }
+}
+
 /// A hook matcher for every tool but cordon's own, which the agent names `PREFIX` + the tool
 /// (`mcp__cordon__` for Claude Code, `mcp_cordon_` for Gemini CLI), exactly.
 pub fn hook_matcher(prefix: &str) -> String {

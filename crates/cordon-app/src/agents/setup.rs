@@ -105,6 +105,9 @@ pub struct Places {
     pub codex_home: PathBuf,
     /// The `cordon` to run: its absolute path.
     pub cordon: PathBuf,
+    /// `cordon-hook` beside it, when installed: the agents' hooks name it, as it starts in
+    /// less time than `cordon hook` (it links nothing else); without it, `cordon hook`.
+    pub hook: Option<PathBuf>,
     /// Where setup remembers what it added.
     pub state: PathBuf,
     /// What the hook does with a question nobody will answer (`--headless`).
@@ -122,14 +125,12 @@ pub fn plan(
         Scope::Project => places.project.clone(),
         Scope::User => places.home.clone(),
     };
-    let cordon = places.cordon.to_str().context(
-        "cordon's own path is not UTF-8; it cannot be written into the agent's settings",
-    )?;
-    if cordon.contains(' ') || cordon.contains('"') || cordon.contains('\'') {
-        bail!(
-            "cordon's path {cordon} holds a space or a quote; the agent runs hooks through a shell, so put cordon where its path has neither"
-        );
-    }
+    let cordon = command_path(&places.cordon, "cordon")?;
+    // The hook's command, up to the agent's name.
+    let hook = match &places.hook {
+        Some(program) => command_path(program, "cordon-hook")?.to_string(),
+        None => format!("{cordon} hook"),
+    };
     let sandboxed = format!("--sandbox-shell --headless {}", places.headless.name());
     let mut edits = Vec::new();
     // A project's files are the project's to plant: a link among them could send setup's
@@ -156,19 +157,13 @@ pub fn plan(
                 // Claude Code keeps its own Bash tool; the hook runs its commands in cordon's
                 // sandbox.
                 "hooks": [{"type": "command",
-                           "command": format!("{cordon} hook claude-code {sandboxed}")}],
+                           "command": format!("{hook} claude-code {sandboxed}")}],
             });
             let server = json!({"command": cordon, "args": ["mcp"]});
             let settings = base.join(".claude/settings.json");
             linked(&settings)?;
             edits.push(edit_json(&settings, places, remove, |doc, ctx, adds| {
-                hook_entry(
-                    doc,
-                    &["hooks", "PreToolUse"],
-                    &hook,
-                    "hook claude-code",
-                    ctx,
-                )?;
+                hook_entry(doc, &["hooks", "PreToolUse"], &hook, Agent::ClaudeCode, ctx)?;
                 // Setups before the hook ran Bash in the sandbox switched Bash off: setting up
                 // again or removing takes that denial out, where setup remembers adding it (a
                 // denial of the user's own stays).
@@ -215,13 +210,13 @@ pub fn plan(
                 // Gemini CLI keeps its own shell tool; the hook runs its commands in cordon's
                 // sandbox.
                 "hooks": [{"type": "command", "name": "cordon",
-                           "command": format!("{cordon} hook gemini-cli {sandboxed}")}],
+                           "command": format!("{hook} gemini-cli {sandboxed}")}],
             });
             let server = json!({"command": cordon, "args": ["mcp"]});
             let settings = base.join(".gemini/settings.json");
             linked(&settings)?;
             edits.push(edit_json(&settings, places, remove, |doc, ctx, _| {
-                hook_entry(doc, &["hooks", "BeforeTool"], &hook, "hook gemini-cli", ctx)?;
+                hook_entry(doc, &["hooks", "BeforeTool"], &hook, Agent::GeminiCli, ctx)?;
                 server_entry(doc, &server, ctx)?;
                 Ok(())
             })?);
@@ -233,7 +228,7 @@ pub fn plan(
             };
             linked(&config)?;
             edits.push(edit_toml(&config, places, remove, |doc, ctx, adds| {
-                codex_hook(doc, cordon, ctx)?;
+                codex_hook(doc, &hook, ctx)?;
                 codex_server(doc, cordon, ctx)?;
                 // Codex has a switch for its shell tool alone; cordon's, an MCP tool, stays.
                 adds.extend(toml_false(doc, &["features", "shell_tool"], ctx)?);
@@ -486,13 +481,13 @@ fn list_entry(
     }
 }
 
-/// cordon's hook group in the event list at `path`: earlier ones of cordon's (a command of a
-/// `cordon` binary that ends with `marker`) are replaced, or with `remove` taken out.
+/// cordon's hook group in the event list at `path`: earlier ones of cordon's (a command of
+/// cordon's hook for `agent`) are replaced, or with `remove` taken out.
 fn hook_entry(
     doc: &CstObject,
     path: &[&str],
     hook: &Value,
-    marker: &str,
+    agent: Agent,
     ctx: &Ctx,
 ) -> anyhow::Result<()> {
     let remove = ctx.remove;
@@ -514,9 +509,11 @@ fn hook_entry(
     for group in list.elements() {
         let ours = group.to_serde_value().is_some_and(|g| {
             g["hooks"].as_array().is_some_and(|hooks| {
-                hooks
-                    .iter()
-                    .any(|h| h["command"].as_str().is_some_and(|c| is_cordons(c, marker)))
+                hooks.iter().any(|h| {
+                    h["command"]
+                        .as_str()
+                        .is_some_and(|c| super::is_cordons_hook(c, agent))
+                })
             })
         });
         if ours {
@@ -587,8 +584,7 @@ fn toml_commands(hooks: Option<&Item>) -> Vec<String> {
 /// `remove` taken out. It has no matcher: Codex's matchers are regular expressions without
 /// look-ahead, which cannot leave out cordon's own tools alone, so the hook lets those through
 /// itself (`cordon mcp` decides them).
-fn codex_hook(doc: &mut DocumentMut, cordon: &str, ctx: &Ctx) -> anyhow::Result<()> {
-    const MARKER: &str = "hook codex";
+fn codex_hook(doc: &mut DocumentMut, hook: &str, ctx: &Ctx) -> anyhow::Result<()> {
     let Some(hooks) = toml_table(doc, &["hooks"], ctx)? else {
         return Ok(());
     };
@@ -599,8 +595,12 @@ fn codex_hook(doc: &mut DocumentMut, cordon: &str, ctx: &Ctx) -> anyhow::Result<
         ctx.made(&["hooks", "PreToolUse"]);
         hooks.insert("PreToolUse", Item::ArrayOfTables(Default::default()));
     }
-    let ours = |commands: Vec<String>| commands.iter().any(|c| is_cordons(c, MARKER));
-    let command = format!("{cordon} {MARKER}");
+    let ours = |commands: Vec<String>| {
+        commands
+            .iter()
+            .any(|c| super::is_cordons_hook(c, Agent::Codex))
+    };
+    let command = format!("{hook} codex");
     match hooks.get_mut("PreToolUse") {
         Some(Item::ArrayOfTables(groups)) => {
             groups.retain(|g| !ours(toml_commands(g.get("hooks"))));
@@ -713,13 +713,17 @@ pub fn notes(agent: Agent, scope: Scope) -> Vec<&'static str> {
 }
 
 /// Whether `command` runs a `cordon` binary with `marker` for arguments.
-fn is_cordons(command: &str, marker: &str) -> bool {
-    command.split_once(' ').is_some_and(|(program, rest)| {
-        Path::new(program)
-            .file_name()
-            .is_some_and(|n| n == "cordon")
-            && rest.trim().starts_with(marker)
-    })
+/// `path` as the agent's settings may hold it: a shell runs the hook's command line.
+fn command_path<'a>(path: &'a Path, what: &str) -> anyhow::Result<&'a str> {
+    let text = path.to_str().with_context(|| {
+        format!("{what}'s path is not UTF-8; it cannot be written into the agent's settings")
+    })?;
+    if text.contains(' ') || text.contains('"') || text.contains('\'') {
+        bail!(
+            "{what}'s path {text} holds a space or a quote; the agent runs hooks through a shell, so put {what} where its path has neither"
+        );
+    }
+    Ok(text)
 }
 
 /// `mcpServers.cordon`: set, or with `remove` taken out when it runs a `cordon` binary.
@@ -886,6 +890,7 @@ mod tests {
             home: dir.join("home"),
             codex_home: dir.join("home/.codex"),
             cordon: PathBuf::from("/opt/bin/cordon"),
+            hook: None,
             state: dir.join("state"),
             headless: super::super::Headless::Contain,
         }
@@ -950,6 +955,80 @@ mod tests {
         // The user's own Bash denial stays; what setup made goes; the file it made goes.
         assert_eq!(std::fs::read_to_string(&settings).expect("read"), original);
         assert!(!places.project.join(".mcp.json").exists());
+    }
+
+    /// With `cordon-hook` installed beside cordon, each agent's hook names it; it replaces the
+    /// `cordon hook` an earlier setup wrote (and the other way round), and --remove takes
+    /// either out.
+    #[test]
+    fn the_hook_names_cordon_hook_where_it_is_installed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let plain = places(dir.path());
+        let fast = Places {
+            hook: Some(PathBuf::from("/opt/bin/cordon-hook")),
+            ..places(dir.path())
+        };
+        let claude = plain.project.join(".claude/settings.json");
+        let gemini = plain.project.join(".gemini/settings.json");
+        let codex = plain.project.join(".codex/config.toml");
+        // Every hook command in the file, wherever it is.
+        fn hook_commands(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(Value::String(c)) = m.get("command")
+                        && c.contains("hook")
+                    {
+                        out.push(c.clone());
+                    }
+                    m.values().for_each(|v| hook_commands(v, out));
+                }
+                Value::Array(a) => a.iter().for_each(|v| hook_commands(v, out)),
+                _ => {}
+            }
+        }
+        let commands = |file: &Path| -> Vec<String> {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            let v = if file.extension().is_some_and(|e| e == "toml") {
+                let doc: toml::Table = toml::from_str(&text).expect("TOML");
+                serde_json::to_value(doc).expect("as JSON")
+            } else if text.is_empty() {
+                Value::Null
+            } else {
+                read(file)
+            };
+            let mut out = Vec::new();
+            hook_commands(&v, &mut out);
+            out
+        };
+        for agent in [Agent::ClaudeCode, Agent::GeminiCli, Agent::Codex] {
+            setup(&plain, agent, false);
+            setup(&fast, agent, false);
+        }
+        assert_eq!(
+            commands(&claude),
+            ["/opt/bin/cordon-hook claude-code --sandbox-shell --headless contain"]
+        );
+        assert_eq!(
+            commands(&gemini),
+            ["/opt/bin/cordon-hook gemini-cli --sandbox-shell --headless contain"]
+        );
+        assert_eq!(commands(&codex), ["/opt/bin/cordon-hook codex"]);
+        // The MCP server is cordon's in every case: only the hook has a program of its own.
+        assert_eq!(
+            read(&plain.project.join(".mcp.json"))["mcpServers"]["cordon"]["command"],
+            "/opt/bin/cordon"
+        );
+        setup(&plain, Agent::ClaudeCode, false);
+        assert_eq!(
+            commands(&claude),
+            ["/opt/bin/cordon hook claude-code --sandbox-shell --headless contain"]
+        );
+        for agent in [Agent::ClaudeCode, Agent::GeminiCli, Agent::Codex] {
+            setup(&fast, agent, true);
+        }
+        for file in [&claude, &gemini, &codex] {
+            assert!(commands(file).is_empty(), "{}", file.display());
+        }
     }
 
     /// A setup from before the hook ran Bash in cordon's sandbox denied Bash; setting up

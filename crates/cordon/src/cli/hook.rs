@@ -4,8 +4,10 @@
 //! which both agents take as "blocked", with the reason on standard error.
 
 use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
 
-use clap::Args;
+use clap::{Args, Parser};
 use cordon_app::agents::{self, Agent, Headless, HookOptions, MAX_HOOK_INPUT};
 
 use super::PolicyFlags;
@@ -41,7 +43,63 @@ pub struct HookArgs {
     headless: Headless,
 }
 
+/// `cordon-hook AGENT …`: the same arguments as `cordon hook`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cordon-hook",
+    version,
+    about = "cordon hook as a program of its own: an agent's pre-tool-use hook that starts faster"
+)]
+struct HookProgram {
+    #[command(flatten)]
+    args: HookArgs,
+}
+
+/// `cordon-hook`. A bad argument ends it as clap ends any program, with status 2, which the
+/// agents take as "blocked" too.
+pub fn main() -> ExitCode {
+    let args = HookProgram::parse().args;
+    match answer(args, "cordon-hook", cordon_beside) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("cordon-hook: error: {e:#}");
+            ExitCode::from(BLOCKED)
+        }
+    }
+}
+
+/// `cordon hook`.
 pub fn run(args: HookArgs) -> anyhow::Result<u8> {
+    answer(args, "cordon hook", || {
+        std::env::current_exe().map_err(|e| {
+            anyhow::anyhow!("cannot find cordon's own path, which the rewritten command runs: {e}")
+        })
+    })
+}
+
+/// The `cordon` beside this `cordon-hook`, which a rewritten command runs: the hook program
+/// carries no sandbox. Without it, `--sandbox-shell` refuses every command rather than hand
+/// back one that runs unconfined.
+fn cordon_beside() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()
+        .map_err(|e| anyhow::anyhow!("cannot find cordon-hook's own path: {e}"))?;
+    let cordon = exe.with_file_name(format!("cordon{}", std::env::consts::EXE_SUFFIX));
+    if !cordon.is_file() {
+        anyhow::bail!(
+            "--sandbox-shell runs each command under {}, which is not there: install cordon beside cordon-hook (cordon setup names cordon-hook only when it is)",
+            cordon.display()
+        );
+    }
+    Ok(cordon)
+}
+
+/// Reads, decides and answers as `program`; `cordon` finds the `cordon` that a rewritten
+/// command runs.
+fn answer(
+    args: HookArgs,
+    program: &str,
+    cordon: fn() -> anyhow::Result<PathBuf>,
+) -> anyhow::Result<u8> {
     let mut input = Vec::new();
     let read = std::io::stdin()
         .lock()
@@ -52,7 +110,7 @@ pub fn run(args: HookArgs) -> anyhow::Result<u8> {
         Ok(_) if input.len() as u64 > MAX_HOOK_INPUT => Err(anyhow::anyhow!(
             "the hook input is longer than {MAX_HOOK_INPUT} bytes; cordon does not let through what it has not read"
         )),
-        Ok(_) => hook_options(&args)
+        Ok(_) => hook_options(&args, cordon)
             .and_then(|opts| agents::decide(args.agent, &input, args.policy.config(), &opts)),
     };
     match answer {
@@ -63,20 +121,20 @@ pub fn run(args: HookArgs) -> anyhow::Result<u8> {
             Ok(exit::OK)
         }
         Err(e) => {
-            eprintln!("cordon hook {}: refused: {e:#}", args.agent.name());
+            eprintln!("{program} {}: refused: {e:#}", args.agent.name());
             Ok(BLOCKED)
         }
     }
 }
 
-fn hook_options(args: &HookArgs) -> anyhow::Result<HookOptions> {
+fn hook_options(
+    args: &HookArgs,
+    cordon: fn() -> anyhow::Result<PathBuf>,
+) -> anyhow::Result<HookOptions> {
+    // The command the agent runs names cordon by a path that does not depend on the agent's
+    // PATH.
     let sandbox_shell = if args.sandbox_shell {
-        // The command the agent runs names this very cordon, by a path that does not depend
-        // on the agent's PATH.
-        let exe = std::env::current_exe().map_err(|e| {
-            anyhow::anyhow!("cannot find cordon's own path, which the rewritten command runs: {e}")
-        })?;
-        Some(exe)
+        Some(cordon()?)
     } else {
         None
     };

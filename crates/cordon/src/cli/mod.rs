@@ -179,6 +179,12 @@ impl Cli {
     }
 }
 
+/// `cordon-hook`'s whole program.
+#[cfg(unix)]
+pub fn hook_main() -> std::process::ExitCode {
+    hook::main()
+}
+
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Check(args) => check::run(args),

@@ -47,11 +47,13 @@ pub fn run(args: SetupArgs) -> anyhow::Result<u8> {
         .filter(|h| !h.is_empty())
         .map(std::path::PathBuf::from)
         .context("HOME is not set; cordon cannot find the agent's settings")?;
+    let cordon = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .context("cannot find cordon's own binary")?;
     let places = Places {
         project: std::env::current_dir().context("cannot read the current directory")?,
-        cordon: std::env::current_exe()
-            .and_then(std::fs::canonicalize)
-            .context("cannot find cordon's own binary")?,
+        cordon: cordon.clone(),
+        hook: Some(cordon.with_file_name("cordon-hook")).filter(|h| h.is_file()),
         state: cordon_app::user_settings_dir()
             .context("neither XDG_CONFIG_HOME nor HOME says where cordon's settings are")?
             .join("setup"),
