@@ -13,6 +13,9 @@ project's settings and for a contained ask, and with sandbox-runtime's `srt` and
     python3 scripts/bench-hook.py [--cordon PATH] [--rounds N]
     python3 scripts/bench-hook.py --launch [--srt PATH] [--codex PATH] [--rounds N]
 
+Where `cordon-hook` is beside the cordon timed, the same calls through it are timed too: it is
+what `cordon setup` writes into the agents' settings when it is installed.
+
 --also "NAME=ARGV" (repeatable) adds a way to the decision's rounds: ARGV, split as a shell
 would, given the same hook input on standard input; for instance another build of cordon
 (`NAME=PATH hook claude-code`) or `cordon-app`'s `hook_only` example.
@@ -58,6 +61,10 @@ def main():
         "cordon check (same call)": ([cordon, "check", "--tool", "run_shell_command",
                                       "--args", json.dumps({"command": command})], b""),
     }
+    hook = os.path.join(os.path.dirname(cordon), "cordon-hook")
+    if os.path.exists(hook):
+        ways["cordon-hook claude-code"] = ([hook, "claude-code"], hook_input)
+        ways["cordon-hook --sandbox-shell"] = ([hook, "claude-code", "--sandbox-shell"], hook_input)
     for also in a.also:
         name, sep, argv = also.partition("=")
         if not sep or not name or not argv.strip():
