@@ -1103,9 +1103,30 @@ fn the_claude_code_hook_answers_in_claudes_format() {
 /// denied, in an interactive and a bypass mode, with and without `--sandbox-shell` (whose
 /// rewritten command runs the `cordon` beside it). Copied where no `cordon` is beside it, it
 /// refuses every command rather than hand one back to run unconfined.
+///
+/// `CORDON_HOOK_PROGRAM` names another build to hold to this, such as the static musl one that
+/// `scripts/dist.sh` ships (`.ci/run` gives it): it runs beside a link to this `cordon`, whose
+/// path its rewritten commands then name instead.
 fn cordon_hook_answers_as_cordon_hook_does() {
     let env = Env::in_dir(Path::new("/var/tmp"));
-    let hook_program = Path::new(env!("CARGO_BIN_EXE_cordon-hook"));
+    let cordon = Path::new(env!("CARGO_BIN_EXE_cordon"));
+    let (hook_program, beside) = match std::env::var_os("CORDON_HOOK_PROGRAM") {
+        Some(built) => {
+            let dir = env.path("built");
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            std::fs::copy(&built, dir.join("cordon-hook"))
+                .unwrap_or_else(|e| panic!("CORDON_HOOK_PROGRAM={built:?}: {e}"));
+            std::os::unix::fs::symlink(cordon, dir.join("cordon")).expect("link cordon");
+            (dir.join("cordon-hook"), Some(dir.join("cordon")))
+        }
+        None => (PathBuf::from(env!("CARGO_BIN_EXE_cordon-hook")), None),
+    };
+    let hook_program = hook_program.as_path();
+    // What the hook under test names as the `cordon` its rewritten commands run.
+    let as_cordon_names = |said: String| match &beside {
+        Some(link) => said.replace(&link.display().to_string(), &cordon.display().to_string()),
+        None => said,
+    };
     let calls = [
         ("Bash", serde_json::json!({"command": "ls -la"})),
         (
@@ -1145,7 +1166,11 @@ fn cordon_hook_answers_as_cordon_hook_does() {
                         stderr(&by_hook)
                     );
                     assert_eq!(by_cordon.status.code(), by_hook.status.code(), "{said}");
-                    assert_eq!(stdout(&by_cordon), stdout(&by_hook), "{said}");
+                    assert_eq!(
+                        stdout(&by_cordon),
+                        as_cordon_names(stdout(&by_hook)),
+                        "{said}"
+                    );
                     seen.insert(
                         stdout(&by_hook)
                             .split('"')

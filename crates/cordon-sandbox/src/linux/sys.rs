@@ -519,9 +519,9 @@ pub fn loopback_up() -> io::Result<()> {
     // SAFETY: `req` is a valid ifreq naming an interface and outlives both calls; the
     // union field written is the one SIOCSIFFLAGS reads.
     let result = unsafe {
-        check(libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req)).and_then(|_| {
+        check(libc::ioctl(sock, libc::SIOCGIFFLAGS as _, &mut req)).and_then(|_| {
             req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            check(libc::ioctl(sock, libc::SIOCSIFFLAGS, &mut req))
+            check(libc::ioctl(sock, libc::SIOCSIFFLAGS as _, &mut req))
         })
     };
     // SAFETY: `sock` is a descriptor this function opened and no longer uses.
@@ -667,8 +667,15 @@ pub fn seccomp_available() -> bool {
     unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
 }
 
+/// What `setrlimit` takes to name a limit: glibc gives it a type of its own, musl an int. (The
+/// agents' hook, `cordon-hook`, is built against musl.)
+#[cfg(target_env = "gnu")]
+pub type Resource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+pub type Resource = libc::c_int;
+
 /// Sets a hard and soft resource limit.
-pub fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+pub fn set_rlimit(resource: Resource, value: u64) -> io::Result<()> {
     let limit = libc::rlimit {
         rlim_cur: value,
         rlim_max: value,
@@ -724,8 +731,10 @@ pub fn kill_on_alarm(pid: libc::pid_t, after: Option<std::time::Duration>) -> io
             tv_usec: 0,
         },
         it_value: libc::timeval {
-            tv_sec: libc::time_t::try_from(after.as_secs()).unwrap_or(libc::time_t::MAX),
-            tv_usec: libc::suseconds_t::from(usec),
+            // Not named by type: musl's are changing width. 68 years is as good as forever,
+            // and fits either.
+            tv_sec: after.as_secs().min(i32::MAX as u64) as _,
+            tv_usec: usec as _,
         },
     };
     // SAFETY: `timer` is a valid itimerval that outlives the call; the old value is not
