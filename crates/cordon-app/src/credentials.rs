@@ -251,43 +251,12 @@ impl Hidden {
         }
     }
 
-    /// The store that hides `path` (absolute; links in it are resolved as far as it exists).
-    pub fn find(&self, path: &Path) -> Option<Found> {
-        let real = resolve_existing(path);
-        for p in [path, real.as_path()] {
-            for s in &self.stores {
-                if s.hidden.iter().any(|h| h.covers(p)) && !s.shown.iter().any(|h| h.covers(p)) {
-                    return Some(Found {
-                        store: s.name,
-                        path: p.to_path_buf(),
-                    });
-                }
-            }
+    /// Looks paths up for one decision: the directories its words share are resolved once.
+    pub fn lookup(&self) -> Lookup<'_> {
+        Lookup {
+            hidden: self,
+            resolved: Default::default(),
         }
-        None
-    }
-
-    /// A store that exists inside the directory `dir` (absolute), for a command that reads
-    /// what a directory holds.
-    pub fn find_below(&self, dir: &Path) -> Option<Found> {
-        let real = resolve_existing(dir);
-        self.stores.iter().find_map(|s| {
-            s.hidden
-                .iter()
-                .map(PathPattern::base)
-                .find(|b| b.starts_with(&real) && b.symlink_metadata().is_ok())
-                .map(|b| Found {
-                    store: s.name,
-                    path: b.to_path_buf(),
-                })
-        })
-    }
-
-    /// Whether a pattern (a shell glob as a command wrote it, absolute) could name a path a
-    /// store hides: its expansion now, as the shell would make it, each looked up.
-    pub fn find_glob(&self, pattern: &Path) -> Option<Found> {
-        let matches = expand(pattern);
-        matches.iter().find_map(|p| self.find(p))
     }
 
     /// The paths to hide in a sandbox and to show again inside them, those that exist now.
@@ -305,21 +274,104 @@ impl Hidden {
     }
 }
 
-/// `path` with links resolved for as much of it as exists, the rest joined on as written.
-fn resolve_existing(path: &Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut head = path.to_path_buf();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&head) {
-            return rest.iter().rev().fold(real, |acc: PathBuf, c| acc.join(c));
-        }
-        match (head.file_name().map(|n| n.to_os_string()), head.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                head = parent.to_path_buf();
+/// [`Hidden`]'s look-ups for one decision ([`Hidden::lookup`]). Every word of a command is a
+/// path from the same working directory, which is resolved once here rather than once a word.
+/// Never kept from one decision to the next: a link may change between them.
+#[derive(Debug)]
+pub struct Lookup<'a> {
+    hidden: &'a Hidden,
+    resolved: Resolved,
+}
+
+impl Lookup<'_> {
+    /// The store that hides `path` (absolute; links in it are resolved as far as it exists).
+    pub fn find(&self, path: &Path) -> Option<Found> {
+        let real = self.resolved.existing(path);
+        for p in [path, real.as_path()] {
+            for s in &self.hidden.stores {
+                if s.hidden.iter().any(|h| h.covers(p)) && !s.shown.iter().any(|h| h.covers(p)) {
+                    return Some(Found {
+                        store: s.name,
+                        path: p.to_path_buf(),
+                    });
+                }
             }
-            _ => return path.to_path_buf(),
         }
+        None
+    }
+
+    /// A store that exists inside the directory `dir` (absolute), for a command that reads
+    /// what a directory holds.
+    pub fn find_below(&self, dir: &Path) -> Option<Found> {
+        let real = self.resolved.existing(dir);
+        self.hidden.stores.iter().find_map(|s| {
+            s.hidden
+                .iter()
+                .map(PathPattern::base)
+                .find(|b| b.starts_with(&real) && b.symlink_metadata().is_ok())
+                .map(|b| Found {
+                    store: s.name,
+                    path: b.to_path_buf(),
+                })
+        })
+    }
+
+    /// Whether a pattern (a shell glob as a command wrote it, absolute) could name a path a
+    /// store hides: its expansion now, as the shell would make it, each looked up.
+    pub fn find_glob(&self, pattern: &Path) -> Option<Found> {
+        let matches = expand(pattern);
+        matches.iter().find_map(|p| self.find(p))
+    }
+}
+
+/// Paths with their links resolved, as far as this decision has needed them.
+#[derive(Debug, Default)]
+struct Resolved(std::cell::RefCell<std::collections::HashMap<PathBuf, Option<PathBuf>>>);
+
+impl Resolved {
+    /// `path` with links resolved for as much of it as exists, the rest joined on as written.
+    fn existing(&self, path: &Path) -> PathBuf {
+        let mut rest = Vec::new();
+        let mut head = path.to_path_buf();
+        loop {
+            if let Some(real) = self.real(&head) {
+                return rest.iter().rev().fold(real, |acc: PathBuf, c| acc.join(c));
+            }
+            match (head.file_name().map(|n| n.to_os_string()), head.parent()) {
+                (Some(name), Some(parent)) => {
+                    rest.push(name);
+                    head = parent.to_path_buf();
+                }
+                _ => return path.to_path_buf(),
+            }
+        }
+    }
+
+    /// What `std::fs::canonicalize` makes of `path`, `None` where it fails; without asking the
+    /// kernel about every directory on the way each time.
+    fn real(&self, path: &Path) -> Option<PathBuf> {
+        if let Some(known) = self.0.borrow().get(path) {
+            return known.clone();
+        }
+        let plain_name = matches!(
+            path.components().next_back(),
+            Some(std::path::Component::Normal(_))
+        );
+        let real = match (path.symlink_metadata(), path.parent()) {
+            // Where `path` cannot be looked at, neither can it be resolved.
+            (Err(_), _) => None,
+            // A name that is no link is itself in its resolved directory.
+            (Ok(m), Some(parent))
+                if plain_name && !m.file_type().is_symlink() && !parent.as_os_str().is_empty() =>
+            {
+                self.real(parent)
+                    .zip(path.file_name())
+                    .map(|(dir, name)| dir.join(name))
+            }
+            _ => std::fs::canonicalize(path).ok(),
+        };
+        self.0.borrow_mut().insert(path.to_path_buf(), real.clone());
+        real
     }
 }
 
@@ -427,7 +479,7 @@ mod tests {
             (".docker/config.json", Some("docker")),
             ("notes.txt", None),
         ] {
-            let found = hidden.find(&real.join(f)).map(|f| f.store);
+            let found = hidden.lookup().find(&real.join(f)).map(|f| f.store);
             assert_eq!(found, store, "{f}");
         }
     }
@@ -438,14 +490,19 @@ mod tests {
         let hidden = Hidden::new(Some(h.path()), &[]);
         let link = h.path().join("innocent");
         std::os::unix::fs::symlink(h.path().join(".ssh/id_rsa"), &link).expect("link");
-        assert_eq!(hidden.find(&link).map(|f| f.store), Some("ssh"));
+        assert_eq!(hidden.lookup().find(&link).map(|f| f.store), Some("ssh"));
     }
 
     #[test]
     fn globs_are_looked_up_by_what_they_match() {
         let h = home();
         let hidden = Hidden::new(Some(h.path()), &[]);
-        let glob = |g: &str| hidden.find_glob(&h.path().join(g)).map(|f| f.store);
+        let glob = |g: &str| {
+            hidden
+                .lookup()
+                .find_glob(&h.path().join(g))
+                .map(|f| f.store)
+        };
         assert_eq!(glob(".ss?/id_*"), Some("ssh"));
         assert_eq!(glob(".*/credentials"), Some("aws"));
         assert_eq!(glob("*.txt"), None);
@@ -456,8 +513,18 @@ mod tests {
     fn an_exposed_store_is_not_hidden() {
         let h = home();
         let hidden = Hidden::new(Some(h.path()), &["aws".to_string()]);
-        assert!(hidden.find(&h.path().join(".aws/credentials")).is_none());
-        assert!(hidden.find(&h.path().join(".ssh/id_rsa")).is_some());
+        assert!(
+            hidden
+                .lookup()
+                .find(&h.path().join(".aws/credentials"))
+                .is_none()
+        );
+        assert!(
+            hidden
+                .lookup()
+                .find(&h.path().join(".ssh/id_rsa"))
+                .is_some()
+        );
         let (paths, _) = hidden.paths();
         assert!(
             !paths.iter().any(|p| p.ends_with(".aws/credentials")),
@@ -479,5 +546,67 @@ mod tests {
         assert!(shown.contains(&real.join(".ssh/id_rsa.pub")), "{shown:?}");
         assert!(shown.contains(&real.join(".ssh/known_hosts")), "{shown:?}");
         assert!(!shown.contains(&real.join(".ssh/id_rsa")), "{shown:?}");
+    }
+
+    /// What one decision's look-ups make of a path is what resolving it afresh makes of it:
+    /// links on the way, a link at the end, `..` after a link, a tail not made yet.
+    #[test]
+    fn resolving_once_a_decision_resolves_as_canonicalize_does() {
+        let h = home();
+        let root = h.path();
+        std::fs::create_dir_all(root.join("real/deep")).expect("mkdir");
+        std::fs::write(root.join("real/deep/file"), "x").expect("write");
+        let link = |to: &str, at: &str| {
+            std::os::unix::fs::symlink(root.join(to), root.join(at)).expect("link")
+        };
+        link("real", "dirlink");
+        link("real/deep/file", "filelink");
+        link(".ssh", "keys");
+        link("nowhere", "dangling");
+        // The answer before: canonicalize the longest part that resolves, join the rest on.
+        let afresh = |path: &Path| -> PathBuf {
+            let mut rest = Vec::new();
+            let mut head = path.to_path_buf();
+            loop {
+                if let Ok(real) = std::fs::canonicalize(&head) {
+                    return rest.iter().rev().fold(real, |acc: PathBuf, c| acc.join(c));
+                }
+                match (head.file_name().map(|n| n.to_os_string()), head.parent()) {
+                    (Some(name), Some(parent)) => {
+                        rest.push(name);
+                        head = parent.to_path_buf();
+                    }
+                    _ => return path.to_path_buf(),
+                }
+            }
+        };
+        let hidden = Hidden::new(Some(root), &[]);
+        let lookup = hidden.lookup();
+        for rel in [
+            "real/deep/file",
+            "dirlink/deep/file",
+            "dirlink/deep/../deep/file",
+            "dirlink/../.ssh/id_rsa",
+            "filelink",
+            "keys/id_rsa",
+            "keys/not_made_yet",
+            "dangling",
+            "dangling/below",
+            "real/./deep",
+            "nothing/here",
+            ".",
+        ] {
+            // Twice: the second answer comes from what the first resolved.
+            for _ in 0..2 {
+                let path = root.join(rel);
+                assert_eq!(lookup.resolved.existing(&path), afresh(&path), "{rel}");
+            }
+        }
+        assert_eq!(
+            lookup
+                .find(&root.join("dirlink/../keys/id_rsa"))
+                .map(|f| f.store),
+            Some("ssh")
+        );
     }
 }

@@ -16,7 +16,7 @@ use cordon_policy::ToolCall;
 use cordon_sandbox::pattern::is_wild;
 use serde_json::Value;
 
-use crate::credentials::{Found, Hidden};
+use crate::credentials::{Found, Hidden, Lookup};
 
 /// The first credential store `call` names, if any. `shell`: the call is a shell tool's.
 pub fn named(
@@ -26,6 +26,7 @@ pub fn named(
     cwd: &Path,
     home: Option<&Path>,
 ) -> Option<Found> {
+    let hidden = &hidden.lookup();
     if shell {
         let command = call.args.get("command").and_then(Value::as_str)?;
         return in_script(hidden, command, cwd, home);
@@ -37,7 +38,7 @@ pub fn named(
         .find_map(|s| look_up(hidden, s, std::slice::from_ref(&cwd.to_path_buf()), home))
 }
 
-fn in_script(hidden: &Hidden, script: &str, cwd: &Path, home: Option<&Path>) -> Option<Found> {
+fn in_script(hidden: &Lookup, script: &str, cwd: &Path, home: Option<&Path>) -> Option<Found> {
     let analysis = cordon_policy::shell::analyse(script);
     // Relative words are looked up from every directory the script may be in.
     let mut bases = vec![cwd.to_path_buf()];
@@ -126,7 +127,7 @@ fn reads_trees(words: &[String]) -> bool {
 }
 
 /// The store `word` names from any of `bases`.
-fn look_up(hidden: &Hidden, word: &str, bases: &[PathBuf], home: Option<&Path>) -> Option<Found> {
+fn look_up(hidden: &Lookup, word: &str, bases: &[PathBuf], home: Option<&Path>) -> Option<Found> {
     if word.is_empty() {
         return None;
     }
