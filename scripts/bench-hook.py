@@ -8,10 +8,12 @@ milliseconds.
 With --launch, what the rewritten command (`cordon hook --sandbox-shell`) adds when the agent
 runs it: `bash -c CMD` timed in turn with `bash -c` of the line the hook hands back, for the
 project's settings and for a contained ask, and with sandbox-runtime's `srt` and Codex's
-`codex sandbox` where they are given.
+`codex sandbox` where they are given. With --tree DIRS it runs in a git repository with that
+many directories, as a project's working directory is, not an empty one: a cold `cordon run`
+searches the whole tree for git metadata.
 
     python3 scripts/bench-hook.py [--cordon PATH] [--rounds N]
-    python3 scripts/bench-hook.py --launch [--srt PATH] [--codex PATH] [--rounds N]
+    python3 scripts/bench-hook.py --launch [--srt PATH] [--codex PATH] [--rounds N] [--tree DIRS]
 
 Where `cordon-hook` is beside the cordon timed, the same calls through it are timed too: it is
 what `cordon setup` writes into the agents' settings when it is installed.
@@ -25,10 +27,13 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import tempfile
 import time
+
+from benchtree import make_tree
 
 
 def main():
@@ -40,12 +45,25 @@ def main():
     ap.add_argument("--codex", help="Codex's codex, for --launch")
     ap.add_argument("--also", action="append", default=[], metavar="NAME=ARGV",
                     help="another way to time with the same hook input")
+    ap.add_argument("--tree", type=int, default=0, metavar="DIRS",
+                    help="run in a git repository of DIRS directories of eight files each, "
+                         "not an empty directory")
     a = ap.parse_args()
     cordon = os.path.abspath(a.cordon)
     # Not under /tmp: a sandboxed command has a /tmp of its own.
     ws = tempfile.mkdtemp(prefix="cordon-bench-hook-", dir="/var/tmp")
-    if a.launch:
-        return launch(a, cordon, ws)
+    try:
+        if a.tree:
+            make_tree(ws, a.tree)
+        if a.launch:
+            return launch(a, cordon, ws)
+        decisions(a, cordon, ws)
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+
+
+def decisions(a, cordon, ws):
+    """A hook call's whole process, for each way, round after round."""
     command = "git status && cargo test 2>&1 | tail -n 20"
     hook_input = json.dumps({
         "session_id": "s", "transcript_path": os.path.join(ws, "t.jsonl"), "cwd": ws,

@@ -95,7 +95,7 @@ pub struct GitMeta {
 }
 
 /// A directory's inode and change time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stamp {
     ino: u64,
     ctime: i64,
@@ -110,6 +110,45 @@ fn stamp(dir: &Path) -> Option<Stamp> {
         ctime: m.ctime(),
         ctime_nsec: m.ctime_nsec(),
     })
+}
+
+/// A search as kept between processes, for the next one in the same places to search from
+/// ([`rescan`]): with the directories and their stamps, which [`GitMeta`]'s own form (a
+/// guard's record) leaves out.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Kept {
+    roots: Vec<PathBuf>,
+    limit: usize,
+    found: GitMeta,
+    dirs: Vec<(PathBuf, Stamp)>,
+}
+
+impl Kept {
+    /// `found`, a search of `roots` with `limit`, to keep.
+    pub fn new(roots: &[PathBuf], limit: usize, found: &GitMeta) -> Kept {
+        Kept {
+            roots: roots.to_vec(),
+            limit,
+            found: found.clone(),
+            dirs: found.dirs.clone(),
+        }
+    }
+
+    /// The search kept, if it searched `roots` with `limit` and was not cut short (what lay
+    /// beyond its limit was never seen, so nothing can be searched from it).
+    pub fn search_of(self, roots: &[PathBuf], limit: usize) -> Option<GitMeta> {
+        let Kept {
+            roots: searched,
+            limit: with,
+            mut found,
+            dirs,
+        } = self;
+        if searched != roots || with != limit || found.truncated {
+            return None;
+        }
+        found.dirs = dirs;
+        Some(found)
+    }
 }
 
 struct Search<'a> {
@@ -763,6 +802,39 @@ mod tests {
             "{after:?}"
         );
         assert!(after.gitdirs.len() > found.gitdirs.len());
+        Ok(())
+    }
+
+    /// A search kept between processes reads back as the search it was, directories and
+    /// stamps included; one of other places, with another limit, or cut short gives nothing
+    /// to search from.
+    #[test]
+    fn a_kept_search_is_the_search_for_its_places_only() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let root = std::fs::canonicalize(dir.path())?;
+        let roots = std::slice::from_ref(&root);
+        std::fs::create_dir_all(root.join("a/.git/hooks"))?;
+        let found = scan(roots, 1000);
+        let text = serde_json::to_string(&Kept::new(roots, 1000, &found))?;
+        let back = |roots: &[PathBuf], limit| {
+            serde_json::from_str::<Kept>(&text)
+                .expect("reads back")
+                .search_of(roots, limit)
+        };
+        let again = back(roots, 1000).expect("the same places");
+        assert_eq!(again.dirs, found.dirs);
+        assert_eq!(again.runs_code, found.runs_code);
+        assert!(back(roots, 999).is_none());
+        assert!(back(&[root.join("a")], 1000).is_none());
+        let cut = scan(roots, 1);
+        assert!(cut.truncated);
+        let text = serde_json::to_string(&Kept::new(roots, 1, &cut))?;
+        assert!(
+            serde_json::from_str::<Kept>(&text)
+                .expect("reads back")
+                .search_of(roots, 1)
+                .is_none()
+        );
         Ok(())
     }
 

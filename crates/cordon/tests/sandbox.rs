@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{Sandbox, cordon_bin, q, stderr, stdout};
@@ -376,6 +376,45 @@ fn a_planted_bare_repository_is_removed_and_reported() {
     for name in ["HEAD", "objects", "refs", "config"] {
         assert!(!sb.ws.join(name).exists(), "{name} was left behind");
     }
+}
+
+/// A run searches for git metadata from the search the last run in the same place kept in
+/// cordon's state directory, reading again only directories that changed: a repository made
+/// deep in the tree between two runs is still found, and its hooks are read-only in the
+/// second; a kept search that cannot be read is walked past.
+fn a_repository_made_between_two_runs_is_found_by_the_second() {
+    let sb = Sandbox::new();
+    let state = sb.outside.join("state");
+    let env = [("XDG_STATE_HOME", state.to_str().expect("utf-8"))];
+    std::fs::create_dir_all(sb.ws.join("vendor/lib/src")).expect("mkdir");
+    let o = sb.run_env(&["-c", "true"], &env);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let kept: Vec<PathBuf> = std::fs::read_dir(state.join("cordon/git-searches"))
+        .expect("the first run kept its search")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let plant = |repo: &str| {
+        std::fs::create_dir_all(sb.ws.join(repo).join("hooks")).expect("mkdir");
+        let o = sb.run_env(
+            &[
+                "-c",
+                &format!("echo evil > {repo}/hooks/pre-commit; echo tried"),
+            ],
+            &env,
+        );
+        assert!(stdout(&o).contains("tried"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("{repo}/hooks/pre-commit: Read-only file system")),
+            "the hook was not read-only in the run: {}",
+            stderr(&o)
+        );
+        assert!(!sb.ws.join(repo).join("hooks/pre-commit").exists());
+    };
+    plant("vendor/lib/src/.git");
+    std::fs::write(&kept[0], "{ not a search").expect("spoil the kept search");
+    plant("vendor/other/.git");
 }
 
 fn signals_to_cordon_reach_the_command() {
@@ -1046,6 +1085,7 @@ common::tests!(
     the_re_executed_helper_enforces_the_same,
     deny_read_patterns_hide_every_matching_file,
     a_planted_bare_repository_is_removed_and_reported,
+    a_repository_made_between_two_runs_is_found_by_the_second,
     signals_to_cordon_reach_the_command,
     the_report_tells_a_signal_from_an_exit_code_that_looks_like_one,
     a_pattern_that_matches_nothing_is_said_once,

@@ -167,27 +167,103 @@ pub fn plan(config: &RunConfig) -> anyhow::Result<Plan> {
 type LastSearch = (Vec<PathBuf>, usize, GitMeta);
 static LAST_SEARCH: std::sync::Mutex<Option<LastSearch>> = std::sync::Mutex::new(None);
 
-/// The git metadata in `roots` now. A session (`cordon exec`, `cordon mcp`) plans a run per
-/// command in the same places, and a whole walk reads every directory of the tree (some 50 ms
-/// in a repository of 27 000 files here): from the last search in the same places only the
-/// directories that changed since are read ([`gitmeta::rescan`], what the check after each
-/// run already trusts), and the others are each looked at once. A search cut short by its
-/// limit is not built on: what lay beyond it was never seen.
+/// The git metadata in `roots` now. A whole walk reads every directory of the tree (some 40 ms
+/// in a repository of 3 000 directories here), on every run. So a run searches from the last
+/// search in the same places (this process's, in a `cordon exec` or `cordon mcp` session;
+/// else the one kept in cordon's state directory by the last process to search there), and
+/// only the directories that changed since are read again ([`gitmeta::rescan`], which the
+/// check after each run already trusts); the others are each looked at once. A search cut
+/// short by its limit is not built on: what lay beyond it was never seen. A kept search that
+/// cannot be read is walked past, never trusted in part.
 fn search_git(roots: &[PathBuf], limit: usize) -> GitMeta {
-    let last = LAST_SEARCH.lock().ok().and_then(|last| {
+    let in_process = LAST_SEARCH.lock().ok().and_then(|last| {
         last.as_ref()
             .filter(|(places, l, _)| places == roots && *l == limit)
             .map(|(_, _, found)| found.clone())
     });
-    let found = match last {
-        Some(before) if !before.truncated => gitmeta::rescan(&before, roots, limit),
+    let kept = kept_search_file(roots, limit);
+    let from_disk = in_process.is_none();
+    let before = in_process.or_else(|| {
+        let file = kept.as_deref()?;
+        read_kept_search(file)?.search_of(roots, limit)
+    });
+    let found = match &before {
+        Some(before) if !before.truncated => gitmeta::rescan(before, roots, limit),
         _ => gitmeta::scan(roots, limit),
     };
+    // A session keeps its searches in memory; on disk, only what changed is written again.
+    let changed = before.as_ref().is_none_or(|b| b.dirs != found.dirs);
+    if let (true, true, false, Some(file)) = (from_disk, changed, found.truncated, &kept) {
+        keep_search(file, &gitmeta::Kept::new(roots, limit, &found));
+    }
     if let Ok(mut last) = LAST_SEARCH.lock() {
         *last = Some((roots.to_vec(), limit, found.clone()));
     }
     found
 }
+
+/// Where the search of `roots` with `limit` is kept between processes: cordon's state
+/// directory, which every sandbox keeps read-only (a command could otherwise hide a repository
+/// from the next run's search). The name is a hash; the file says what it searched.
+fn kept_search_file(roots: &[PathBuf], limit: usize) -> Option<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    (roots, limit).hash(&mut h);
+    Some(crate::user_state_dir()?.join(format!("git-searches/{:016x}.json", h.finish())))
+}
+
+/// The kept search in `file`, if it is one (the largest tree's is a few megabytes).
+fn read_kept_search(file: &Path) -> Option<gitmeta::Kept> {
+    use std::io::Read;
+    const MOST: u64 = 256 << 20;
+    let mut raw = Vec::new();
+    std::fs::File::open(file)
+        .ok()?
+        .take(MOST)
+        .read_to_end(&mut raw)
+        .ok()?;
+    serde_json::from_slice(&raw).ok()
+}
+
+/// Writes `kept` to `file` whole or not at all (another run may be reading it); a failure only
+/// means the next run walks the tree.
+fn keep_search(file: &Path, kept: &gitmeta::Kept) {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(dir) = file.parent() else { return };
+    if std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .is_err()
+    {
+        return;
+    }
+    let Ok(mut new) = tempfile::NamedTempFile::new_in(dir) else {
+        return;
+    };
+    if serde_json::to_writer(std::io::BufWriter::new(new.as_file_mut()), kept).is_err()
+        || new.persist(file).is_err()
+    {
+        return;
+    }
+    // One file per set of places ever searched: the least recently written go.
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    if files.len() > KEPT_SEARCHES {
+        files.sort();
+        for (_, old) in &files[..files.len() - KEPT_SEARCHES] {
+            let _ = std::fs::remove_file(old);
+        }
+    }
+}
+
+/// The most searches kept between processes, one for each set of places.
+const KEPT_SEARCHES: usize = 64;
 
 /// The plan a run with `config` would get here, and the patterns among its deny and allow
 /// paths, unexpanded: for tools that touch files outside the sandbox (`cordon mcp`'s), which
