@@ -198,9 +198,20 @@ pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
             s.walk(root);
         }
     }
+    // The directories found still there, as a walk would reach them: one whose parent went,
+    // or became a link, is not looked at by its path (which would go through the link, where
+    // a walk never goes). `before.dirs` lists parents first, as a walk reads them.
+    let mut reached: HashSet<PathBuf> = HashSet::new();
+    let mut counted = 0;
     for (dir, was) in &before.dirs {
         if !s.take(1) {
             break;
+        }
+        reached.extend(s.out.dirs[counted..].iter().map(|(d, _)| d.clone()));
+        counted = s.out.dirs.len();
+        let on_the_way = roots.contains(dir) || dir.parent().is_some_and(|p| reached.contains(p));
+        if !on_the_way {
+            continue;
         }
         match stamp(dir) {
             Some(now) if now == *was => s.out.dirs.push((dir.clone(), now)),
@@ -210,13 +221,24 @@ pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
         }
     }
     for g in &before.gitdirs {
-        s.gitdir(&g.path, g.worktree.as_deref());
+        // Not where its path now leads elsewhere (a directory on its way became a link): a
+        // walk does not follow links, and finds what is there now by itself.
+        if std::fs::canonicalize(&g.path).is_ok_and(|p| p == g.path) {
+            s.gitdir(&g.path, g.worktree.as_deref());
+        }
     }
+    // A `.git` file or link known before is looked at again where its directory still is.
+    reached.extend(s.out.dirs[counted..].iter().map(|(d, _)| d.clone()));
     for (file, dir) in &before.gitfiles {
-        s.dot_git(file, dir);
+        if reached.contains(dir) {
+            s.dot_git(file, dir);
+        }
     }
     for link in &before.links {
-        s.dot_git(link, link.parent().unwrap_or(Path::new("/")));
+        let dir = link.parent().unwrap_or(Path::new("/"));
+        if reached.contains(dir) {
+            s.dot_git(link, dir);
+        }
     }
     s.out.runs_code.sort();
     s.out.runs_code.dedup();
@@ -857,8 +879,9 @@ mod tests {
             };
             assert_eq!(set(a), set(b));
         };
+        let outside = tempfile::tempdir()?;
         let mut last = scan(roots, 1000);
-        let changes: [&dyn Fn() -> std::io::Result<()>; 4] = [
+        let changes: [&dyn Fn() -> std::io::Result<()>; 5] = [
             // Nothing.
             &|| Ok(()),
             // A repository deep in a directory read before.
@@ -870,6 +893,12 @@ mod tests {
             },
             // A repository taken away.
             &|| std::fs::remove_dir_all(root.join("vendor/x")),
+            // A directory on the way made a link to a tree outside: a walk does not follow it.
+            &|| {
+                std::fs::create_dir_all(outside.path().join("old/b/.git/hooks"))?;
+                std::fs::rename(root.join("src/old"), root.join("src/gone"))?;
+                std::os::unix::fs::symlink(outside.path().join("old"), root.join("src/old"))
+            },
         ];
         for change in changes {
             change()?;
@@ -886,7 +915,13 @@ mod tests {
         assert!(
             last.gitdirs
                 .iter()
-                .any(|g| g.path == root.join("src/old/b/.git"))
+                .any(|g| g.path == root.join("src/gone/b/.git"))
+        );
+        assert!(
+            !last
+                .dirs
+                .iter()
+                .any(|(d, _)| d.starts_with(root.join("src/old")))
         );
         assert!(
             !last
