@@ -10,7 +10,8 @@
 #
 # The musl build needs Rust's musl target and a musl C compiler (ring, under the cluster
 # client, has C in it). Where either is missing, this says how to add it and keeps the glibc
-# hook that `cargo build` made, which answers the same, only slower to start.
+# hook that `cargo build` made, which answers the same, only slower to start. A later `cargo
+# build --profile dist` may put that one back in target/dist: run this again before shipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
