@@ -1,6 +1,7 @@
 """A project's working tree for the benchmarks that run cordon in one (bench-exec.py and
 bench-hook.py --tree)."""
 
+import math
 import os
 import subprocess
 
@@ -10,7 +11,7 @@ def make_tree(cwd, dirs):
     src/, eight small files in each (cordon's own checkout with its build had 3 200 directories
     and 27 000 entries). A run's search for git metadata looks at every one of them."""
     subprocess.run(["git", "init", "-q", cwd], check=True)
-    width = max(1, round(dirs ** 0.5))
+    width = max(1, math.ceil(dirs ** 0.5))
     made = 0
     for i in range(width):
         for j in range(width):

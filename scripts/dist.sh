@@ -2,9 +2,9 @@
 # Builds what ships into target/dist: `cordon` (--profile dist) and, beside it, `cordon-hook`.
 #
 # On Linux the hook is linked statically against musl. An agent starts its hook on every tool
-# call, so the hook's start-up is what a person waits for each time; glibc spends most of a
-# short program's start asking the processor for its cache layout (one `cpuid` after another,
-# each a trap under a hypervisor), musl does not. docs/BENCHMARKS.md has the figures.
+# call, so the hook's start-up is what a person waits for each time; glibc spends a third of
+# the hook's time asking the processor for its cache layout (one `cpuid` after another, each a
+# trap under a hypervisor), musl does not. docs/BENCHMARKS.md has the figures.
 #
 #     bash scripts/dist.sh
 #
