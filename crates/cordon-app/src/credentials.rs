@@ -328,23 +328,29 @@ impl Lookup<'_> {
 #[derive(Debug, Default)]
 struct Resolved(std::cell::RefCell<std::collections::HashMap<PathBuf, Option<PathBuf>>>);
 
+/// `path` with links resolved (by `real`) for as much of it as exists, the rest joined on as
+/// written.
+fn resolve_existing(path: &Path, real: impl Fn(&Path) -> Option<PathBuf>) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut head = path.to_path_buf();
+    loop {
+        if let Some(real) = real(&head) {
+            return rest.iter().rev().fold(real, |acc: PathBuf, c| acc.join(c));
+        }
+        match (head.file_name().map(|n| n.to_os_string()), head.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                head = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
 impl Resolved {
     /// `path` with links resolved for as much of it as exists, the rest joined on as written.
     fn existing(&self, path: &Path) -> PathBuf {
-        let mut rest = Vec::new();
-        let mut head = path.to_path_buf();
-        loop {
-            if let Some(real) = self.real(&head) {
-                return rest.iter().rev().fold(real, |acc: PathBuf, c| acc.join(c));
-            }
-            match (head.file_name().map(|n| n.to_os_string()), head.parent()) {
-                (Some(name), Some(parent)) => {
-                    rest.push(name);
-                    head = parent.to_path_buf();
-                }
-                _ => return path.to_path_buf(),
-            }
-        }
+        resolve_existing(path, |p| self.real(p))
     }
 
     /// What `std::fs::canonicalize` makes of `path`, `None` where it fails; without asking the
@@ -564,22 +570,7 @@ mod tests {
         link(".ssh", "keys");
         link("nowhere", "dangling");
         // The answer before: canonicalize the longest part that resolves, join the rest on.
-        let afresh = |path: &Path| -> PathBuf {
-            let mut rest = Vec::new();
-            let mut head = path.to_path_buf();
-            loop {
-                if let Ok(real) = std::fs::canonicalize(&head) {
-                    return rest.iter().rev().fold(real, |acc: PathBuf, c| acc.join(c));
-                }
-                match (head.file_name().map(|n| n.to_os_string()), head.parent()) {
-                    (Some(name), Some(parent)) => {
-                        rest.push(name);
-                        head = parent.to_path_buf();
-                    }
-                    _ => return path.to_path_buf(),
-                }
-            }
-        };
+        let afresh = |path: &Path| resolve_existing(path, |p| std::fs::canonicalize(p).ok());
         let hidden = Hidden::new(Some(root), &[]);
         let lookup = hidden.lookup();
         for rel in [
