@@ -746,6 +746,17 @@ pub struct Verdict {
     pub why: String,
 }
 
+/// Everything [`EnvRules::sort`]'s answer depends on. The rules' matchers are made from their
+/// names alone, so the names stand for them.
+#[derive(PartialEq)]
+struct SortedFrom {
+    names: Vec<Keep>,
+    patterns: Vec<Keep>,
+    deny: Vec<String>,
+    vars: Vec<(String, String)>,
+    place: Place,
+}
+
 /// One variable's verdict, by name (never its value).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Judged {
@@ -846,7 +857,32 @@ impl EnvRules {
     }
 
     /// `vars` sorted into what a command run at `place` gets and what it does not.
+    ///
+    /// An `exec` or `mcp` session sorts the same environment under the same rules for every
+    /// command, and judging each variable again was a tenth of planning a warm command; so
+    /// the last sorting is kept, and given again only for exactly the same rules, variables
+    /// and place.
     pub fn sort(&self, vars: impl IntoIterator<Item = (String, String)>, place: Place) -> Sorted {
+        static LAST: std::sync::Mutex<Option<(SortedFrom, Sorted)>> = std::sync::Mutex::new(None);
+        let from = SortedFrom {
+            names: self.names.clone(),
+            patterns: self.patterns.iter().map(|(k, _)| k.clone()).collect(),
+            deny: self.deny.iter().map(|(d, _)| d.clone()).collect(),
+            vars: vars.into_iter().collect(),
+            place,
+        };
+        let last = || LAST.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((f, sorted)) = &*last()
+            && *f == from
+        {
+            return sorted.clone();
+        }
+        let sorted = self.sort_afresh(from.vars.iter().cloned(), place);
+        *last() = Some((from, sorted.clone()));
+        sorted
+    }
+
+    fn sort_afresh(&self, vars: impl Iterator<Item = (String, String)>, place: Place) -> Sorted {
         let mut sorted = Sorted::default();
         for (name, value) in vars {
             let v = self.judge(&name, &value, place);
@@ -1070,6 +1106,45 @@ mod tests {
         let all = EnvRules::new(vec![Keep::new("*", "--keep-env")], &[]).expect("valid");
         assert!(all.judge("MY_PROJECT_ROOT", "/x", Place::Host).kept);
         assert!(!all.judge("TS_AUTHKEY", "x", Place::Host).kept);
+    }
+
+    #[test]
+    fn a_kept_sorting_is_given_only_for_the_same_rules_variables_and_place() {
+        let vars = |token: &str| {
+            [("PATH", "/bin"), ("API_URL", token), ("MYPROJ_ROOT", "/p")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        };
+        let plain = EnvRules::new(vec![Keep::new("API_URL", "--keep-env")], &[]).expect("valid");
+        let kept = EnvRules::new(
+            vec![
+                Keep::new("API_URL", "--keep-env"),
+                Keep::new("MYPROJ_*", "--keep-env"),
+            ],
+            &[],
+        )
+        .expect("valid");
+        let denied = EnvRules::new(vec![], &["PATH".to_string()]).expect("valid");
+        // Each differs from the one before it in one thing only, and the first comes twice.
+        let cases = [
+            (&plain, vars("https://x.example"), Place::Host),
+            (&plain, vars("https://x.example"), Place::Host),
+            (&plain, vars("https://me:pw@x.example"), Place::Host),
+            (&kept, vars("https://me:pw@x.example"), Place::Host),
+            (&kept, vars("https://me:pw@x.example"), Place::Image),
+            (&denied, vars("https://me:pw@x.example"), Place::Image),
+        ];
+        let mut answers = Vec::new();
+        for (rules, vars, place) in cases {
+            let sorted = rules.sort(vars.clone(), place);
+            let afresh = rules.sort_afresh(vars.into_iter(), place);
+            assert_eq!(sorted.env, afresh.env);
+            assert_eq!(sorted.judged, afresh.judged);
+            answers.push(sorted.env);
+        }
+        // The changes change the answers, so that a kept answer given wrongly shows above.
+        for pair in answers[1..].windows(2) {
+            assert_ne!(pair[0], pair[1]);
+        }
     }
 
     #[test]
