@@ -29,12 +29,14 @@
 //! is said. Lock files are write-only for their owner, so a command that can read the journal
 //! (where a sandbox shows the host read-only) cannot open one to lock it and stall every run.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -56,7 +58,7 @@ pub struct Journal {
 }
 
 /// What a record holds.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Record {
     guard: GuardRecord,
     /// Each writable place of the guard as (device, inode), to know it again by its path.
@@ -245,34 +247,36 @@ impl Held<'_> {
 
     /// Every record but `except`'s, with its id; one that cannot be read is set aside as
     /// `ID.unreadable` (never undone blindly, never read again).
-    fn records(&self, except: Option<&str>) -> Vec<(String, Record)> {
+    fn records(&self, except: Option<&str>) -> Vec<Listed> {
+        use std::os::unix::fs::DirEntryExt;
         let Ok(dir) = std::fs::read_dir(&self.journal.dir) else {
             return Vec::new();
         };
         let mut out = Vec::new();
+        let mut listed = std::collections::HashSet::new();
         for e in dir.flatten() {
             let name = e.file_name();
             let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
                 continue;
             };
+            listed.insert(e.path());
             if Some(id) == except {
                 continue;
             }
-            match std::fs::read(e.path())
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
-            {
+            match read_record(&e.path(), e.ino()) {
                 Some(r) => out.push((id.to_string(), r)),
                 None => {
                     let _ = std::fs::rename(e.path(), e.path().with_extension("unreadable"));
                 }
             }
         }
+        already_read()
+            .retain(|path, _| path.parent() != Some(&self.journal.dir) || listed.contains(path));
         out
     }
 
     /// Whether the run of `record` is still going: not ended, and its lock held.
-    fn is_going(&self, (id, record): &(String, Record)) -> bool {
+    fn is_going(&self, (id, record): &Listed) -> bool {
         if record.ended {
             return false;
         }
@@ -336,9 +340,10 @@ impl Entry {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        let own = std::fs::read(self.dir.join(format!("{}.json", self.id)))
+        let own_path = self.dir.join(format!("{}.json", self.id));
+        let own = std::fs::symlink_metadata(&own_path)
             .ok()
-            .and_then(|b| serde_json::from_slice::<Record>(&b).ok());
+            .and_then(|m| read_record(&own_path, std::os::unix::fs::MetadataExt::ino(&m)));
         let going = group.iter().any(|&i| held.is_going(&records[i]));
         if going {
             let mut report = UndoReport {
@@ -357,7 +362,8 @@ impl Entry {
                 held.forget(&self.id);
                 return report;
             }
-            let ended = own.map(|mut r| {
+            let ended = own.map(|r| {
+                let mut r = Record::clone(&r);
                 r.ended = true;
                 write_record(&self.dir, &self.id, &r)
             });
@@ -394,7 +400,7 @@ impl Entry {
 
 /// The records overlapping `start`, in groups: each group the records that overlap one
 /// another (followed from record to record) and one of `start`'s places.
-fn groups(records: &[(String, Record)], start: &[PathBuf]) -> Vec<Vec<usize>> {
+fn groups(records: &[Listed], start: &[PathBuf]) -> Vec<Vec<usize>> {
     let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
     let mut taken = vec![false; records.len()];
     let mut out = Vec::new();
@@ -418,7 +424,7 @@ fn groups(records: &[(String, Record)], start: &[PathBuf]) -> Vec<Vec<usize>> {
 }
 
 /// `group`'s records, the latest-started first.
-fn latest_first(records: &[(String, Record)], mut group: Vec<usize>) -> Vec<usize> {
+fn latest_first(records: &[Listed], mut group: Vec<usize>) -> Vec<usize> {
     group.sort_by_key(|&i| std::cmp::Reverse(records[i].1.started));
     group
 }
@@ -443,6 +449,35 @@ fn open_lock(path: &Path, make: bool) -> io::Result<File> {
         .mode(0o200)
         .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(path)
+}
+
+/// A record listed, with its id.
+type Listed = (String, Arc<Record>);
+
+/// Records read, by path, with the inode each was read from.
+type ReadRecords = HashMap<PathBuf, (u64, Arc<Record>)>;
+
+/// The records this process has read, by path, with the inode each was read from. A record's
+/// file is never changed in place: it is written once, and a change is a new file renamed over
+/// it, made while the old one still holds its inode; so a path whose inode is the one read is
+/// the record read. With commands side by side, each start and end read every other one's
+/// record, and parsing them again was most of the journal's cost.
+fn already_read() -> std::sync::MutexGuard<'static, ReadRecords> {
+    static READ: std::sync::LazyLock<Mutex<ReadRecords>> =
+        std::sync::LazyLock::new(Default::default);
+    READ.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The record at `path`, whose inode is `ino`: read and parsed only if not read before.
+fn read_record(path: &Path, ino: u64) -> Option<Arc<Record>> {
+    if let Some((read, record)) = already_read().get(path)
+        && *read == ino
+    {
+        return Some(Arc::clone(record));
+    }
+    let record: Arc<Record> = Arc::new(serde_json::from_slice(&std::fs::read(path).ok()?).ok()?);
+    already_read().insert(path.to_path_buf(), (ino, Arc::clone(&record)));
+    Some(record)
 }
 
 /// Writes a record whole or not at all: a new file renamed over the old.
@@ -495,6 +530,29 @@ mod tests {
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
             .count()
+    }
+
+    /// Records are parsed once per file: a record rewritten (a run marked ended) is a new file,
+    /// and is read again.
+    #[test]
+    fn a_record_rewritten_after_it_was_read_is_read_again() {
+        let s = setup();
+        let _guard = entered(&s.journal, &s.place);
+        let held = s.journal.hold().expect("hold");
+        let first = held.records(None);
+        assert_eq!(first.len(), 1);
+        assert!(!first[0].1.ended);
+        let mut ended = Record::clone(&first[0].1);
+        ended.ended = true;
+        write_record(s.journal.dir(), &first[0].0, &ended).expect("rewrite");
+        let again = held.records(None);
+        assert!(
+            again[0].1.ended,
+            "the record as it was first read came back"
+        );
+        assert!(!Arc::ptr_eq(&first[0].1, &again[0].1));
+        // Unchanged, it is not parsed again.
+        assert!(Arc::ptr_eq(&again[0].1, &held.records(None)[0].1));
     }
 
     /// Every process of a run killed: its record stays, and the next cordon to hold the

@@ -246,7 +246,7 @@ pub struct RunGuard {
 
 /// A [`RunGuard`] less its open directories (which go alongside, as descriptors, then the
 /// lock of its journal entry if it has one).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GuardRecord {
     roots: Vec<PathBuf>,
     unopened: Vec<(PathBuf, String)>,
