@@ -417,6 +417,54 @@ fn a_repository_made_between_two_runs_is_found_by_the_second() {
     plant("vendor/other/.git");
 }
 
+/// The kept search is what the next run trusts about where repositories are: a command that
+/// could rewrite it could hide one, whose hooks the next run would then leave writable. Where
+/// the working directory holds cordon's state directory (a run in the home directory), the
+/// state directory is still read-only: forging, deleting and replacing the search all fail.
+fn a_kept_search_cannot_be_forged_from_the_sandbox() {
+    let sb = Sandbox::new();
+    let state = sb.ws.join(".state");
+    let env = [("XDG_STATE_HOME", state.to_str().expect("utf-8"))];
+    let o = sb.run_env(&["-c", "true"], &env);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let searches = state.join("cordon/git-searches");
+    let kept: Vec<PathBuf> = std::fs::read_dir(&searches)
+        .expect("the first run kept its search")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let name = kept[0].file_name().expect("name").to_str().expect("utf-8");
+    let o = sb.run_env(
+        &[
+            "-c",
+            &format!(
+                "cd .state/cordon/git-searches; echo '{{}}' > {name}; rm -f {name}; \
+                 echo '{{}}' > new.json; mv -f new.json {name}; cd ..; rm -rf git-searches; \
+                 mv git-searches gone; echo tried"
+            ),
+        ],
+        &env,
+    );
+    assert!(stdout(&o).contains("tried"), "{}", stderr(&o));
+    for refused in [
+        format!("{name}: Read-only file system"),
+        "new.json: Read-only file system".into(),
+    ] {
+        assert!(stderr(&o).contains(&refused), "{refused}? {}", stderr(&o));
+    }
+    // cordon itself may write the search again after the run (its state directory changed
+    // in the tree); what it holds is a search, not the command's.
+    let now = std::fs::read_to_string(&kept[0]).expect("the kept search is still there");
+    assert!(now.contains("\"roots\"") && now.trim() != "{}", "{now}");
+    let left: Vec<_> = std::fs::read_dir(&searches)
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}
+
 fn signals_to_cordon_reach_the_command() {
     let sb = Sandbox::new();
     use std::io::{BufRead, BufReader};
@@ -1086,6 +1134,7 @@ common::tests!(
     deny_read_patterns_hide_every_matching_file,
     a_planted_bare_repository_is_removed_and_reported,
     a_repository_made_between_two_runs_is_found_by_the_second,
+    a_kept_search_cannot_be_forged_from_the_sandbox,
     signals_to_cordon_reach_the_command,
     the_report_tells_a_signal_from_an_exit_code_that_looks_like_one,
     a_pattern_that_matches_nothing_is_said_once,
