@@ -11,6 +11,8 @@ on all of them alike):
   process from Python's `subprocess.run`. The round's figure is the median of its runs.
 - throughput: N runs with IN_FLIGHT going at any moment (for `exec` a new `run` each time one
   reports `exited`; for the others, IN_FLIGHT threads starting processes). Commands per second.
+  For `exec`, also the CPU its own process used per command meanwhile (from /proc; the
+  sandboxes' and commands' processes are not in it).
 
 Every run must exit 0. Prints, for each way, the median over the rounds and the lowest and
 highest round. The scratch directory (the writable working directory) is made under /var/tmp:
@@ -102,6 +104,13 @@ class Exec:
                 self.send()
                 sent_here += 1
         return n / (time.perf_counter() - start)
+
+    def own_cpu(self):
+        """Seconds of CPU `cordon exec`'s own process (all its threads, not the sandboxes' or
+        commands' processes) has used so far."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self):
         self.proc.stdin.close()
@@ -245,6 +254,7 @@ def main():
                  args.latency, args.n))
 
     results = {name: ([], []) for name, *_ in ways}
+    own_cpu = {name: [] for name, *_ in ways}
     failures = {name: 0 for name, *_ in ways}
     try:
         for r in range(args.rounds):
@@ -253,8 +263,11 @@ def main():
                 # One first, so that no way pays for a cold cache (or a warm sandbox's start).
                 way.latency(1)
                 results[name][0].append(way.latency(lat_runs))
+                if isinstance(way, Exec):
+                    cpu, sent = way.own_cpu(), way.sent
                 results[name][1].append(way.throughput(thr_runs, args.in_flight))
                 if isinstance(way, Exec):
+                    own_cpu[name].append((way.own_cpu() - cpu) * 1000 / (way.sent - sent))
                     way.close()
                 else:
                     failures[name] += way.failed
@@ -270,6 +283,11 @@ def main():
         ms = [x * 1000 for x in lat if x is not None]
         shown = f"{statistics.median(ms):>13.2f} ({min(ms):.2f}-{max(ms):.2f})" if ms else f"{'-':>25}"
         print(f"{name:45} {shown}{'':>9} {statistics.median(thr):>8.0f} ({min(thr):.0f}-{max(thr):.0f})")
+    print("CPU of `cordon exec`'s own process per command in the throughput runs, ms "
+          "(rounds: low-high):")
+    for name, cpu in own_cpu.items():
+        if cpu:
+            print(f"  {name:45} {statistics.median(cpu):.3f} ({min(cpu):.3f}-{max(cpu):.3f})")
     for name, count in failures.items():
         if count:
             print(f"{name}: {count} runs side by side failed (left out of its rate)")
