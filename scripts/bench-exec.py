@@ -12,7 +12,8 @@ on all of them alike):
 - throughput: N runs with IN_FLIGHT going at any moment (for `exec` a new `run` each time one
   reports `exited`; for the others, IN_FLIGHT threads starting processes). Commands per second.
   For `exec`, also the CPU its own process used per command meanwhile (from /proc; the
-  sandboxes' and commands' processes are not in it).
+  sandboxes' and commands' processes are not in it; counted in clock ticks, so fine only over
+  hundreds of commands).
 
 Every run must exit 0. Prints, for each way, the median over the rounds and the lowest and
 highest round. The scratch directory (the writable working directory) is made under /var/tmp:
@@ -38,6 +39,7 @@ import sys
 import tempfile
 import time
 
+import execsession
 from benchtree import make_tree
 
 
@@ -55,32 +57,15 @@ class Exec:
 
     def __init__(self, cordon, cwd, env, before=None):
         self.before = before or (lambda: None)
-        self.proc = subprocess.Popen(
-            [cordon, "exec", "--jsonl", "--mode", "yolo"],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
+        self.proc = execsession.start(cordon, cwd, env)
         self.sent = 0
 
     def send(self):
-        self.proc.stdin.write(json.dumps({"type": "run", "id": str(self.sent), "command": "true"}) + "\n")
-        self.proc.stdin.flush()
+        execsession.send(self.proc, self.sent)
         self.sent += 1
 
     def exited(self):
-        for line in self.proc.stdout:
-            event = json.loads(line)
-            if event["type"] == "error":
-                sys.exit(f"cordon exec said: {event['message']}")
-            if event["type"] == "exited":
-                if event.get("exit_code") != 0:
-                    sys.exit(f"a run failed: {event}")
-                return event
-        sys.exit("cordon exec ended early")
+        return execsession.exited(self.proc)
 
     def latency(self, runs):
         times = []

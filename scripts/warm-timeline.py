@@ -18,7 +18,6 @@ bench-exec.py's figure.
 """
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -27,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import execsession
 
 # (probe name, symbol's mangled-name part, on return?)
 PROBES = [
@@ -76,22 +77,13 @@ def add_probes(binary):
 
 
 def run_commands(cordon, cwd, env, n, gap):
-    p = subprocess.Popen([cordon, "exec", "--jsonl", "--mode", "yolo"], cwd=cwd, env=env,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    proc = execsession.start(cordon, cwd, env)
     for i in range(n):
-        p.stdin.write(json.dumps({"type": "run", "id": str(i), "command": "true"}) + "\n")
-        p.stdin.flush()
-        for line in p.stdout:
-            event = json.loads(line)
-            if event["type"] == "error":
-                sys.exit(f"cordon exec said: {event['message']}")
-            if event["type"] == "exited":
-                if event.get("exit_code") != 0:
-                    sys.exit(f"a run failed: {event}")
-                break
+        execsession.send(proc, i)
+        execsession.exited(proc)
         time.sleep(gap)
-    p.stdin.close()
-    p.wait()
+    proc.stdin.close()
+    proc.wait()
 
 
 def timeline(script_text, skip):
