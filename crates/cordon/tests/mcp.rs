@@ -154,6 +154,61 @@ fn serve_lines(mut cmd: Command, lines: &[&str]) -> std::process::Output {
     child.wait_with_output().expect("wait for cordon mcp")
 }
 
+/// Serves `lines` to `cmd` as a client does that waits for its answers: its input stays open
+/// until every id in `ids` has an answer (a result or an error), or two minutes have passed,
+/// and only then closes. (rmcp gives calls still going at the end of input 5 seconds, then
+/// drops them unanswered: 150 commands at once on a slow machine took longer.)
+fn serve_until_answered(mut cmd: Command, lines: &[&str], ids: &[u64]) -> std::process::Output {
+    use std::io::{BufRead, Read, Write};
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start cordon mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all((lines.join("\n") + "\n").as_bytes())
+        .expect("write");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in stdout.lines().map_while(Result::ok) {
+            all.push_str(&line);
+            all.push('\n');
+            let _ = tx.send(line);
+        }
+        all
+    });
+    let mut errors = child.stderr.take().expect("stderr");
+    let error_reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let _ = errors.read_to_end(&mut all);
+        all
+    });
+    let mut waiting: std::collections::HashSet<u64> = ids.iter().copied().collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !waiting.is_empty() {
+        let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
+            break;
+        };
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+            && (v.get("result").is_some() || v.get("error").is_some())
+            && let Some(id) = v["id"].as_u64()
+        {
+            waiting.remove(&id);
+        }
+    }
+    drop(stdin);
+    let status = child.wait().expect("wait for cordon mcp");
+    std::process::Output {
+        status,
+        stdout: reader.join().expect("stdout reader").into_bytes(),
+        stderr: error_reader.join().expect("stderr reader"),
+    }
+}
+
 /// A question pending when the client closes its input is answered no at once: no answer can
 /// come any more. (rmcp would otherwise let the handler wait 5 s, then drop its result.)
 fn a_question_pending_at_the_end_of_input_is_answered_no() {
@@ -972,7 +1027,8 @@ fn call_tools_env(
         .current_dir(&sb.ws)
         .env("XDG_CONFIG_HOME", sb.outside.join("config"))
         .envs(env.iter().copied());
-    let out = serve_lines(cmd, &lines);
+    let ids: Vec<u64> = (0..calls.len() as u64).map(|i| 10 + i).collect();
+    let out = serve_until_answered(cmd, &lines, &ids);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let answers: Vec<serde_json::Value> = text
         .lines()
