@@ -138,20 +138,8 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
 /// Runs `cmd` as an MCP server that gets `lines` and then the end of its input.
-fn serve_lines(mut cmd: Command, lines: &[&str]) -> std::process::Output {
-    use std::io::Write;
-    let mut child = cmd
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start cordon mcp");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin
-        .write_all((lines.join("\n") + "\n").as_bytes())
-        .expect("write");
-    drop(stdin);
-    child.wait_with_output().expect("wait for cordon mcp")
+fn serve_lines(cmd: Command, lines: &[&str]) -> std::process::Output {
+    serve_until_answered(cmd, lines, &[])
 }
 
 /// Serves `lines` to `cmd` as a client does that waits for its answers: its input stays open
@@ -1126,29 +1114,44 @@ fn run_shell_command_refuses_a_dir_path_outside_the_workspace() {
 }
 
 /// Swaps `ws/d` (a directory) and `ws/l` (a link to `outside`) with `renameat2(EXCHANGE)` as
-/// fast as it can, as a sandboxed command running beside the file tools could, until killed.
-fn swapper(ws: &Path, outside: &Path) -> std::process::Child {
+/// fast as it can, as a sandboxed command running beside the file tools could, until dropped.
+/// It also dies with the thread that started it (`PR_SET_PDEATHSIG`), so that a test that
+/// fails, or is killed, does not leave it spinning.
+fn swapper(ws: &Path, outside: &Path) -> Swapper {
     std::fs::create_dir_all(ws.join("d")).expect("mkdir");
     std::os::unix::fs::symlink(outside, ws.join("l")).expect("symlink");
-    let script = "import ctypes, os, sys\n\
+    let script = "import ctypes, os, signal, sys\n\
         libc = ctypes.CDLL(None, use_errno=True)\n\
+        libc.prctl(1, int(signal.SIGKILL))\n\
         a, b = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])\n\
         print('swapping', flush=True)\n\
         while True:\n    libc.renameat2(-100, a, -100, b, 2)\n";
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .arg(ws.join("d"))
-        .arg(ws.join("l"))
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the swapper");
+    let mut child = Swapper(
+        Command::new("python3")
+            .args(["-c", script])
+            .arg(ws.join("d"))
+            .arg(ws.join("l"))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the swapper"),
+    );
     let mut line = String::new();
     std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().expect("stdout")),
+        &mut std::io::BufReader::new(child.0.stdout.as_mut().expect("stdout")),
         &mut line,
     )
     .expect("the swapper started");
     child
+}
+
+/// The swapper's process, killed and reaped when dropped (also when a test panics).
+struct Swapper(std::process::Child);
+
+impl Drop for Swapper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn nothing_outside(outside: &Path) {
@@ -1168,7 +1171,7 @@ fn nothing_outside(outside: &Path) {
 /// before without following links.
 fn the_file_tools_never_write_outside_while_a_directory_is_swapped_for_a_link() {
     let sb = Sandbox::new();
-    let mut racer = swapper(&sb.ws, &sb.outside);
+    let racer = swapper(&sb.ws, &sb.outside);
     let calls: Vec<(&str, serde_json::Value)> = (0..1500)
         .map(|i| {
             (
@@ -1178,8 +1181,7 @@ fn the_file_tools_never_write_outside_while_a_directory_is_swapped_for_a_link() 
         })
         .collect();
     let answers = call_tools(&sb, &calls);
-    let _ = racer.kill();
-    let _ = racer.wait();
+    drop(racer);
     let written = answers
         .iter()
         .filter(|a| a["result"]["isError"] == false)
@@ -1214,7 +1216,7 @@ fn dir_path_swapped(env: &[(&str, &str)]) {
         .chain([("CORDON_MANAGED_SETTINGS", managed)])
         .collect();
     let env = env.as_slice();
-    let mut racer = swapper(&sb.ws, &sb.outside);
+    let racer = swapper(&sb.ws, &sb.outside);
     let calls: Vec<(&str, serde_json::Value)> = (0..150)
         .map(|i| {
             (
@@ -1224,8 +1226,7 @@ fn dir_path_swapped(env: &[(&str, &str)]) {
         })
         .collect();
     let answers = call_tools_env(&sb, &calls, env);
-    let _ = racer.kill();
-    let _ = racer.wait();
+    drop(racer);
     let ran = answers
         .iter()
         .filter(|a| a["result"]["isError"] == false)
@@ -1248,11 +1249,10 @@ fn dir_path_swapped(env: &[(&str, &str)]) {
 fn nothing_outside_is_shown(n: usize, call: impl Fn(usize) -> (&'static str, serde_json::Value)) {
     let sb = Sandbox::new();
     std::fs::write(sb.outside.join("outside-secret"), "the secret\n").expect("write");
-    let mut racer = swapper(&sb.ws, &sb.outside);
+    let racer = swapper(&sb.ws, &sb.outside);
     let calls: Vec<(&str, serde_json::Value)> = (0..n).map(call).collect();
     let answers = call_tools(&sb, &calls);
-    let _ = racer.kill();
-    let _ = racer.wait();
+    drop(racer);
     let leaked: Vec<_> = answers
         .iter()
         .filter(|a| a["result"]["isError"] == false)
