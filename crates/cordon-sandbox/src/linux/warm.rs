@@ -780,7 +780,11 @@ impl Lines {
                 self.ended = true;
                 return None;
             }
-            let mut chunk = [0u8; 64 * 1024];
+            // One page: a keeper and a command's process are fresh forks, where every page
+            // of stack first written is a fault (a copy, or a new zero page) costing
+            // microseconds; a larger buffer would be one per 4 KiB on every command. A request
+            // longer than this takes more reads.
+            let mut chunk = [0u8; 4096];
             match from.read(&mut chunk) {
                 Ok(0) | Err(_) => {
                     self.ended = true;
