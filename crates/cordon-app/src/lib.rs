@@ -42,6 +42,7 @@ pub mod session;
 pub mod settings;
 #[cfg(target_os = "linux")]
 pub mod terminal;
+pub mod threads;
 #[cfg(unix)]
 pub mod workspace;
 

@@ -24,6 +24,7 @@
 pub mod output;
 mod sys;
 
+use crate::threads;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -32,7 +33,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -670,7 +670,7 @@ enum Process {
 pub struct Run {
     process: Process,
     shared: Arc<Shared>,
-    readers: Vec<JoinHandle<()>>,
+    readers: Vec<threads::Handle>,
     output: Arc<Mutex<BoundedOutput>>,
     report: PathBuf,
     started: Instant,
@@ -841,11 +841,11 @@ impl Run {
             Process::Cold(child) => self.wait_cold(child),
             #[cfg(target_os = "linux")]
             Process::Warm(started, errors) => {
-                let readers: Vec<JoinHandle<()>> = self.readers.drain(..).collect();
+                let readers: Vec<threads::Handle> = self.readers.drain(..).collect();
                 // The keeper's end is the command's: every output reaches its end with it.
                 let (code, report) = started.finish(|| {
                     for r in readers {
-                        let _ = r.join();
+                        r.join();
                     }
                     errors.take()
                 });
@@ -942,7 +942,7 @@ impl Run {
                 std::thread::sleep(Duration::from_millis(10));
             }
             if !outside || r.is_finished() {
-                let _ = r.join();
+                r.join();
             }
         }
         let ended = status.ok().map(|s| match (s.code(), s.signal()) {
@@ -954,16 +954,16 @@ impl Run {
     }
 }
 
-/// Reads one output to its end on a thread of its own.
+/// Reads one output to its end on a thread of its own (a kept one: see [`threads`]).
 fn read_into(
     mut from: impl Read + Send + 'static,
     stream: Stream,
     output: &Arc<Mutex<BoundedOutput>>,
     sink: &Sink,
-) -> JoinHandle<()> {
+) -> threads::Handle {
     let output = Arc::clone(output);
     let sink = Arc::clone(sink);
-    std::thread::spawn(move || {
+    threads::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             match from.read(&mut buf) {

@@ -25,6 +25,7 @@ use cordon_app::exec::{
     WorkDir,
 };
 use cordon_app::session::Session;
+use cordon_app::threads;
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
@@ -549,7 +550,9 @@ fn handle(
                 Decision::Deny => shared.refused(&id, false, &outcome.reason),
                 Decision::Allow => {
                     let busy = Busy::new(shared);
-                    std::thread::spawn(move || start_and_report(&busy.0, &id, &opts, stream));
+                    // A kept thread: one made and ended per command cost more than the
+                    // command's own work here (see `cordon_app::threads`).
+                    threads::spawn(move || start_and_report(&busy.0, &id, &opts, stream));
                 }
                 Decision::AskUser => {
                     let (tx, rx) = channel();
