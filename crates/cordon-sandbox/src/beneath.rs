@@ -95,6 +95,23 @@ fn names(rel: &Path) -> io::Result<Vec<&OsStr>> {
         .collect()
 }
 
+/// The directory [`Root::parent`] found: the root's own descriptor for a name right in it
+/// (most of what a run's guard looks at, each time: duplicating it cost two calls a name),
+/// else the last directory opened on the way.
+enum Parent<'a> {
+    Root(BorrowedFd<'a>),
+    Opened(OwnedFd),
+}
+
+impl AsFd for Parent<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Parent::Root(fd) => *fd,
+            Parent::Opened(fd) => fd.as_fd(),
+        }
+    }
+}
+
 fn open_dir_in(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
     match rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty()) {
         Ok(fd) => Ok(fd),
@@ -296,7 +313,7 @@ impl Root {
     }
 
     /// The directory holding `rel` (opened as [`Root::open_dir`]) and its last name.
-    fn parent<'a>(&self, rel: &'a Path) -> io::Result<(OwnedFd, &'a OsStr)> {
+    fn parent<'a>(&self, rel: &'a Path) -> io::Result<(Parent<'_>, &'a OsStr)> {
         let all = names(rel)?;
         let Some((last, dirs)) = all.split_last() else {
             return Err(io::Error::new(
@@ -304,9 +321,9 @@ impl Root {
                 "the root itself cannot be changed",
             ));
         };
-        let mut cur = rustix::io::fcntl_dupfd_cloexec(&self.fd, 0).map_err(err)?;
+        let mut cur = Parent::Root(self.fd.as_fd());
         for n in dirs {
-            cur = open_dir_in(cur.as_fd(), n)?;
+            cur = Parent::Opened(open_dir_in(cur.as_fd(), n)?);
         }
         Ok((cur, last))
     }
