@@ -103,7 +103,68 @@ pub struct EntryName {
 #[derive(Debug)]
 pub struct Held<'a> {
     journal: &'a Journal,
+    // Let go before the turn, so that the next thread finds the file's lock free.
     _lock: File,
+    _turn: Turn,
+}
+
+/// This process's turn at a journal's lock: the threads of one process take the lock one
+/// after another here before they take the file's. A thread that finds the file's lock taken
+/// polls it, sleeping in between; with commands side by side in one `exec` (every start and
+/// end takes the lock), most of a thread's wait was sleep after the lock was free again. Here
+/// the next thread is woken as the lock is let go. Other processes' turns still poll.
+#[derive(Debug)]
+struct Turn(PathBuf);
+
+/// The journals whose lock a thread of this process holds or is taking, and the signal that
+/// one was let go.
+fn turns() -> &'static (
+    Mutex<std::collections::HashSet<PathBuf>>,
+    std::sync::Condvar,
+) {
+    static TURNS: std::sync::LazyLock<(
+        Mutex<std::collections::HashSet<PathBuf>>,
+        std::sync::Condvar,
+    )> = std::sync::LazyLock::new(Default::default);
+    &TURNS
+}
+
+impl Turn {
+    /// Waits for this process's turn at `dir`'s lock until `deadline`.
+    fn take(dir: &Path, deadline: Instant) -> io::Result<Turn> {
+        let (taken, freed) = turns();
+        let mut taken = taken.lock().unwrap_or_else(|e| e.into_inner());
+        while taken.contains(dir) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "another thread of this process has held {} for {} seconds",
+                        dir.join(LOCK).display(),
+                        LOCK_WAIT.as_secs()
+                    ),
+                ));
+            }
+            taken = freed
+                .wait_timeout(taken, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        taken.insert(dir.to_path_buf());
+        Ok(Turn(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let (taken, freed) = turns();
+        taken
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.0);
+        freed.notify_all();
+    }
 }
 
 /// What a killed run had left, undone by another cordon.
@@ -149,6 +210,7 @@ impl Journal {
             .create(&self.dir)?;
         let file = open_lock(&self.dir.join(LOCK), true)?;
         let deadline = Instant::now() + LOCK_WAIT;
+        let turn = Turn::take(&self.dir, deadline)?;
         // Polled, so that a lock held too long times out; the wait starts short and grows,
         // because every start and end of a run takes this lock, and with commands side by side
         // the time a waiter sleeps past its release was most of what the lock cost.
@@ -175,6 +237,7 @@ impl Journal {
         Ok(Held {
             journal: self,
             _lock: file,
+            _turn: turn,
         })
     }
 }
@@ -766,6 +829,34 @@ mod tests {
         assert!(found[0].report.undone.is_empty(), "{:?}", found[0].report);
         assert_eq!(found[0].report.failed.len(), 1, "{:?}", found[0].report);
         assert!(s.place.join(".bashrc").exists());
+    }
+
+    /// Threads of one process hold the journal one at a time, and each is let in once the
+    /// one before lets go: with a turn never handed on, the waiting threads time out.
+    #[test]
+    fn threads_of_one_process_hold_the_journal_in_turn() {
+        use std::sync::atomic::AtomicBool;
+        let s = setup();
+        let journal = Arc::new(s.journal);
+        let inside = Arc::new(AtomicBool::new(false));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (journal, inside) = (Arc::clone(&journal), Arc::clone(&inside));
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let held = journal.hold().expect("hold");
+                        assert!(!inside.swap(true, Ordering::SeqCst), "two threads inside");
+                        std::thread::yield_now();
+                        inside.store(false, Ordering::SeqCst);
+                        drop(held);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("a thread failed");
+        }
+        assert!(!turns().0.lock().expect("turns").contains(journal.dir()));
     }
 
     /// The lock files cannot be opened for reading, so a command that sees the journal
