@@ -99,6 +99,23 @@ const DATAGRAM_TYPES_MASK: u64 = 0xe;
 /// The x32 ABI marks its syscall numbers with this bit.
 const X32_BIT: u32 = 0x4000_0000;
 
+/// The classic BPF instructions the hand-written filters and the dispatch use.
+const LOAD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+const JUMP: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
+const JUMP_IF_EQUAL: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+const JUMP_IF_SET: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+const JUMP_IF_ABOVE: u16 = (libc::BPF_JMP | libc::BPF_JGT | libc::BPF_K) as u16;
+const JUMP_IF_AT_LEAST: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+
+/// Offsets in `seccomp_data`: the call's number, and its architecture.
+const NR: u32 = 0;
+const ARCH: u32 = 4;
+
+fn step(code: u16, jt: u8, jf: u8, k: u32) -> seccompiler::sock_filter {
+    seccompiler::sock_filter { code, jt, jf, k }
+}
+
 /// A short filter ahead of the main one, for answers the main one cannot give (it has one
 /// errno for everything):
 /// - every call through the x32 ABI is refused (EPERM). Nothing a command runs needs it, and
@@ -107,15 +124,8 @@ const X32_BIT: u32 = 0x4000_0000;
 ///   cannot read, and ENOSYS is what makes libc fall back to `clone`, whose flags it can. With
 ///   EPERM, libc gives up instead and no program could start a thread.
 fn guard() -> BpfProgram {
-    use seccompiler::sock_filter;
-    const LOAD_NR: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    const JUMP_IF_SET: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
-    const JUMP_IF_EQUAL: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-    let step = |code, jt, jf, k| sock_filter { code, jt, jf, k };
     vec![
-        // seccomp_data.nr is at offset 0.
-        step(LOAD_NR, 0, 0, 0),
+        step(LOAD, 0, 0, NR),
         step(JUMP_IF_SET, 0, 1, X32_BIT),
         step(RETURN, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
         step(JUMP_IF_EQUAL, 0, 1, libc::SYS_clone3 as u32),
@@ -136,14 +146,6 @@ const AUDIT_ARCH: u32 = 0xc000_00b7;
 /// Other architectures' calls fall through here: the main filter kills them, and a kill takes
 /// precedence over a notification.
 pub fn connect_notifier() -> BpfProgram {
-    use seccompiler::sock_filter;
-    const LOAD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    const JUMP_IF_EQUAL: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-    // Offsets in seccomp_data: nr at 0, arch at 4.
-    const NR: u32 = 0;
-    const ARCH: u32 = 4;
-    let step = |code, jt, jf, k| sock_filter { code, jt, jf, k };
     vec![
         step(LOAD, 0, 0, ARCH),
         step(JUMP_IF_EQUAL, 0, 3, AUDIT_ARCH),
@@ -329,11 +331,6 @@ const TO_RULES: u32 = u32::MAX;
 ///
 /// Should a jump not fit an instruction's 8-bit offset, `program` is returned as it was.
 fn with_dispatch(ruled: &[u32], program: BpfProgram) -> BpfProgram {
-    use seccompiler::sock_filter;
-    const LOAD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    const JUMP: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
-    const JUMP_IF_EQUAL: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    let step = |code, jt, jf, k| sock_filter { code, jt, jf, k };
     let mut stretches: Vec<(u32, u32)> = Vec::new();
     for &nr in ruled {
         match stretches.last_mut() {
@@ -345,11 +342,10 @@ fn with_dispatch(ruled: &[u32], program: BpfProgram) -> BpfProgram {
         return program;
     };
     let mut out = vec![
-        // seccomp_data: nr at offset 0, arch at 4.
-        step(LOAD, 0, 0, 4),
+        step(LOAD, 0, 0, ARCH),
         step(JUMP_IF_EQUAL, 1, 0, AUDIT_ARCH),
         step(JUMP, 0, 0, TO_RULES),
-        step(LOAD, 0, 0, 0),
+        step(LOAD, 0, 0, NR),
     ];
     out.extend(search);
     let length = out.len();
@@ -369,12 +365,6 @@ const GAP: u32 = 16;
 /// one jumps to the rules ([`TO_RULES`]), any other is allowed. `None` where an offset would
 /// not fit.
 fn search(stretches: &[(u32, u32)]) -> Option<Vec<seccompiler::sock_filter>> {
-    use seccompiler::sock_filter;
-    const JUMP: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
-    const JUMP_IF_ABOVE: u16 = (libc::BPF_JMP | libc::BPF_JGT | libc::BPF_K) as u16;
-    const JUMP_IF_AT_LEAST: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
-    const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-    let step = |code, jt, jf, k| sock_filter { code, jt, jf, k };
     match stretches {
         [] => Some(vec![step(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW)]),
         &[(first, last)] => Some(vec![
@@ -466,7 +456,7 @@ mod tests {
         let program = super::build(allow_unix, extra).expect("build");
         let ahead = program
             .iter()
-            .position(|i| i.code == (libc::BPF_JMP | libc::BPF_JA) as u16 && i.k > 0)
+            .position(|i| i.code == super::JUMP && i.k > 0)
             .expect("the dispatch's first jump");
         program[program[ahead].k as usize + ahead + 1..].to_vec()
     }
