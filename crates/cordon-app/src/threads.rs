@@ -10,7 +10,7 @@
 //! and a job that panics is caught at the thread's top, as an ended thread's would be.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -30,9 +30,12 @@ fn waiting() -> MutexGuard<'static, Vec<Waiting>> {
     WAITING.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Whether a job is done, and the signal that it became so.
+type State = Arc<(Mutex<bool>, Condvar)>;
+
 /// A job given to [`spawn`]: whether it is done, and waiting until it is.
 #[derive(Debug)]
-pub struct Handle(Arc<(Mutex<bool>, Condvar)>);
+pub struct Handle(State);
 
 impl Handle {
     pub fn is_finished(&self) -> bool {
@@ -50,7 +53,7 @@ impl Handle {
 }
 
 /// Says a job is done when dropped, so also when the job panics.
-struct Done(Arc<(Mutex<bool>, Condvar)>);
+struct Done(State);
 
 impl Drop for Done {
     fn drop(&mut self) {
@@ -64,7 +67,7 @@ impl Drop for Done {
 /// # Panics
 /// When no thread can be made, as `std::thread::spawn` does.
 pub fn spawn(job: impl FnOnce() + Send + 'static) -> Handle {
-    let state = Arc::new((Mutex::new(false), Condvar::new()));
+    let state: State = Arc::default();
     let done = Done(Arc::clone(&state));
     let mut job: Job = Box::new(move || {
         let _done = done;
@@ -89,7 +92,7 @@ pub fn spawn(job: impl FnOnce() + Send + 'static) -> Handle {
 fn keep_working(first: Job) {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let me = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let (to_me, jobs): (Sender<Job>, Receiver<Job>) = channel();
+    let (to_me, jobs) = channel::<Job>();
     let mut job = first;
     loop {
         // A panic was already told by the panic hook; the job's `Done` has said it ended.

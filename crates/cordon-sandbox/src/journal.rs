@@ -118,14 +118,13 @@ struct Turn(PathBuf);
 
 /// The journals whose lock a thread of this process holds or is taking, and the signal that
 /// one was let go.
-fn turns() -> &'static (
+type Turns = (
     Mutex<std::collections::HashSet<PathBuf>>,
     std::sync::Condvar,
-) {
-    static TURNS: std::sync::LazyLock<(
-        Mutex<std::collections::HashSet<PathBuf>>,
-        std::sync::Condvar,
-    )> = std::sync::LazyLock::new(Default::default);
+);
+
+fn turns() -> &'static Turns {
+    static TURNS: std::sync::LazyLock<Turns> = std::sync::LazyLock::new(Default::default);
     &TURNS
 }
 
