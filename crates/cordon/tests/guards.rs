@@ -9,7 +9,9 @@
 //! - runs side by side in one directory, the planting one ending first or last, two and three
 //!   of them, cold and warm: what any of them planted is gone once the last has ended;
 //! - the same for an agent's settings under `run --agent`: two runs of one agent, each planting
-//!   a hook, and one killed with its whole tree.
+//!   a hook, and one killed with its whole tree;
+//! - a process the command leaves behind, planting in a loop: nothing is left once cordon has
+//!   answered, cold and warm.
 
 mod common;
 
@@ -396,6 +398,48 @@ fn two_warm_commands_side_by_side() {
     }
 }
 
+/// A command that leaves a process behind, planting over and over and deaf to the polite
+/// signals: once cordon has said how the command ended, the planter is gone, so the undo that
+/// follows is the last word. Cold (cordon waits for the sandbox's first process, whose exit
+/// takes its PID namespace with it) and warm (the keeper kills and reaps everything in its
+/// namespace before it says `exit`).
+fn a_process_left_behind_plants_nothing_after_the_run() {
+    let planter = format!(
+        "(trap '' HUP INT TERM; while :; do {PLANT} >/dev/null 2>&1; done) </dev/null >/dev/null 2>&1 & \
+         while [ ! -e .bashrc ]; do sleep 0.01; done; echo running"
+    );
+    let place = Place::new();
+    let out = place
+        .cordon(&["run", "-c", &planter])
+        .env("CORDON_NO_WARM", "1")
+        .output()
+        .expect("cordon run");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("running"),
+        "the planter never planted: {}",
+        stderr(&out)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        place.planted().is_empty(),
+        "cold: left {:?}",
+        place.planted()
+    );
+
+    let place = Place::new();
+    let mut exec = Exec::start(&place, &[], false);
+    exec.run("0", &planter);
+    exec.wait_output("0", "running");
+    let exited = exec.wait("exited", "0");
+    assert_eq!(exited["warm"], true, "{exited}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        place.planted().is_empty(),
+        "warm: left {:?}",
+        place.planted()
+    );
+}
+
 /// What `cordon run --agent claude` keeps: the agent's user settings, in a home of the test's.
 struct AgentHome {
     home: PathBuf,
@@ -511,6 +555,7 @@ common::tests!(
     two_runs_side_by_side_the_planter_ending_last,
     three_runs_side_by_side,
     two_warm_commands_side_by_side,
+    a_process_left_behind_plants_nothing_after_the_run,
     two_agent_runs_side_by_side_leave_the_settings_as_the_first_found_them,
     a_killed_agent_run_has_its_settings_put_back_by_the_next_cordon,
 );
