@@ -666,9 +666,54 @@ pub fn open_file_beneath(root: BorrowedFd<'_>, rel: &Path, how: FileOpen) -> io:
     })
 }
 
+/// The bytes of `file` if it is a regular file (or a link to one), for reading a path a run
+/// could have replaced, outside a [`Root`]. Anything else is not read: a run may leave a FIFO
+/// where git keeps a config or a hook, or an agent its settings, and reading that would wait
+/// for a writer for ever, with the run's undo unfinished.
+pub(crate) fn read_regular(file: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(file)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_regular_file_is_read_and_a_fifo_does_not_wait() -> io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let file = tmp.path().join("config");
+        std::fs::write(&file, "[core]\n")?;
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&file, &link)?;
+        let fifo = tmp.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .map_err(err)?;
+        assert_eq!(read_regular(&file).as_deref(), Some(&b"[core]\n"[..]));
+        assert_eq!(read_regular(&link).as_deref(), Some(&b"[core]\n"[..]));
+        // No writer ever comes: a blocking read would not return.
+        assert_eq!(read_regular(&fifo), None);
+        assert_eq!(read_regular(tmp.path()), None);
+        assert_eq!(read_regular(&tmp.path().join("missing")), None);
+        Ok(())
+    }
 
     #[test]
     fn a_directory_beneath_is_opened_and_every_way_out_refused() -> io::Result<()> {

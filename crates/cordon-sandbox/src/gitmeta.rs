@@ -13,6 +13,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
@@ -158,6 +159,9 @@ struct Search<'a> {
     /// After a run: the directories read before it, which are looked at one by one rather
     /// than reached by the walk.
     known: HashSet<&'a Path>,
+    /// What this search has read, by path: a repository's config is looked at for several
+    /// keys, and once read it says the same for the rest of the search.
+    read: HashMap<PathBuf, Option<Rc<[u8]>>>,
     out: GitMeta,
 }
 
@@ -169,6 +173,7 @@ pub fn scan(roots: &[PathBuf], limit: usize) -> GitMeta {
         left: limit,
         seen: HashSet::new(),
         known: HashSet::new(),
+        read: HashMap::new(),
         out: GitMeta::default(),
     };
     for root in roots {
@@ -191,6 +196,7 @@ pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
         left: limit,
         seen: HashSet::new(),
         known: before.dirs.iter().map(|(d, _)| d.as_path()).collect(),
+        read: HashMap::new(),
         out: GitMeta::default(),
     };
     for root in roots {
@@ -257,7 +263,7 @@ fn exists(p: &Path) -> bool {
 
 /// What a `.git` file (`gitdir: …`) points at, resolved against its directory.
 fn gitfile_target(file: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(file).ok()?;
+    let text = String::from_utf8(crate::beneath::read_regular(file)?).ok()?;
     let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
     Some(file.parent()?.join(target))
 }
@@ -352,9 +358,28 @@ impl Search<'_> {
     }
 
     fn remember(&mut self, file: &Path) {
-        if let Ok(bytes) = std::fs::read(file) {
-            self.out.contents.insert(file.to_path_buf(), bytes);
+        if let Some(bytes) = self.read(file) {
+            self.out.contents.insert(file.to_path_buf(), bytes.to_vec());
         }
+    }
+
+    /// `file`'s bytes, read once in this search.
+    fn read(&mut self, file: &Path) -> Option<Rc<[u8]>> {
+        self.read
+            .entry(file.to_path_buf())
+            .or_insert_with(|| crate::beneath::read_regular(file).map(Rc::from))
+            .clone()
+    }
+
+    /// The values of the keys `want` picks in the config file `file`.
+    fn config_values(
+        &mut self,
+        file: &Path,
+        want: impl Fn(&str, Option<&str>, &str) -> bool,
+    ) -> Vec<String> {
+        self.read(file)
+            .map(|text| config_values(&String::from_utf8_lossy(&text), want))
+            .unwrap_or_default()
     }
 
     fn gitdir(&mut self, path: &Path, worktree: Option<&Path>) {
@@ -366,8 +391,9 @@ impl Search<'_> {
         }
         let first = self.seen.insert(path.clone());
         if let Some(wt) = worktree {
-            // A submodule's directory is met first under `modules/`, without its work
-            // tree; its `.git` file brings the work tree for a relative hooksPath.
+            // Also where the directory was met before: a submodule's is met first under
+            // `modules/`, without its work tree; its `.git` file brings the work tree for a
+            // relative hooksPath.
             self.hooks_path(&path, wt);
         }
         if !first {
@@ -389,7 +415,7 @@ impl Search<'_> {
                 continue;
             }
             self.remember(&cfg);
-            for inc in config_values(&cfg, is_include) {
+            for inc in self.config_values(&cfg, is_include) {
                 let inc = expand(&inc, cfg.parent().unwrap_or(&path));
                 if is_file(&inc) {
                     self.out.runs_code.push(inc.clone());
@@ -398,15 +424,12 @@ impl Search<'_> {
             }
         }
         self.remember_hooks(&path.join("hooks"));
-        if let Ok(c) = std::fs::read_to_string(path.join("commondir")) {
-            let common = path.join(c.trim());
+        if let Some(c) = self.read(&path.join("commondir")) {
+            let common = path.join(String::from_utf8_lossy(&c).trim());
             self.gitdir(&common, None);
         }
         for nested in ["modules", "worktrees"] {
             self.nested(&path.join(nested));
-        }
-        if let Some(wt) = worktree {
-            self.hooks_path(&path, wt);
         }
     }
 
@@ -436,7 +459,7 @@ impl Search<'_> {
     /// The directory a repository's `core.hooksPath` names, relative to its work tree.
     fn hooks_path(&mut self, gitdir: &Path, worktree: &Path) {
         for name in ["config", "config.worktree"] {
-            for v in config_values(&gitdir.join(name), |s, _, k| {
+            for v in self.config_values(&gitdir.join(name), |s, _, k| {
                 s == "core" && k == "hookspath"
             }) {
                 let dir = expand(&v, worktree);
@@ -462,13 +485,9 @@ fn expand(value: &str, base: &Path) -> PathBuf {
     }
 }
 
-/// The values of the keys `want` picks in a config file.
-fn config_values(file: &Path, want: impl Fn(&str, Option<&str>, &str) -> bool) -> Vec<String> {
-    let Ok(text) = std::fs::read(file) else {
-        return Vec::new();
-    };
-    let text = String::from_utf8_lossy(&text);
-    parse(&text)
+/// The values of the keys `want` picks in a config file's `text`.
+fn config_values(text: &str, want: impl Fn(&str, Option<&str>, &str) -> bool) -> Vec<String> {
+    parse(text)
         .into_iter()
         .filter_map(|l| match l {
             Line::Key {

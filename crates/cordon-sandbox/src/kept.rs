@@ -47,7 +47,7 @@ impl SettingsFiles {
             .iter()
             .map(|path| KeptFile {
                 path: path.clone(),
-                before: std::fs::read(path).ok(),
+                before: crate::beneath::read_regular(path),
                 link: std::fs::read_link(path).ok(),
                 harmless: self.harmless.clone(),
             })
@@ -98,13 +98,17 @@ impl KeptFile {
     /// Puts the file back if the run changed a key that matters: what was put back, or what
     /// could not be; nothing when nothing that matters changed.
     pub(crate) fn undo(&self) -> Option<Result<Undone, NotUndone>> {
-        let after = std::fs::read(&self.path).ok();
+        let after = crate::beneath::read_regular(&self.path);
         let relinked = std::fs::read_link(&self.path).ok() != self.link;
-        if after == self.before && !relinked {
+        // There, but not a file to read (a FIFO would hold the agent's next start).
+        let odd = after.is_none() && std::fs::metadata(&self.path).is_ok_and(|m| !m.is_file());
+        if after == self.before && !relinked && !odd {
             return None;
         }
         let keys = if relinked {
             vec!["(the whole file, now a symbolic link elsewhere)".into()]
+        } else if odd {
+            vec!["(the whole file, no longer a regular file)".into()]
         } else {
             self.changed_keys(after.as_deref())
         };
@@ -238,6 +242,33 @@ mod tests {
             undo_all(&kept).is_empty(),
             "put back, nothing is left to undo"
         );
+    }
+
+    /// A settings file the run turned into a FIFO is put back, without waiting on it for a
+    /// writer that never comes.
+    #[test]
+    fn a_fifo_put_in_place_of_the_settings_is_undone() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("settings.json");
+        let text = "{\"model\": \"opus\"}";
+        std::fs::write(&path, text).expect("write");
+        let kept = files(dir.path(), &["settings.json"]).read();
+        std::fs::remove_file(&path).expect("rm");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+        assert_eq!(undo_all(&kept).len(), 1);
+        assert!(
+            std::fs::symlink_metadata(&path)
+                .expect("put back")
+                .is_file()
+        );
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), text);
     }
 
     /// A settings file the run turned into a link to a file it can write is put back, even

@@ -752,9 +752,10 @@ const PLANTED_REPO: &str = "part of a bare git repository planted in the working
 /// of the main repository `git commit` there must write: the worktree's own directory and the
 /// shared objects, refs and logs. The main repository's config and hooks are not among them.
 pub fn linked_worktree_writable(root: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
+    let Some(text) = crate::beneath::read_regular(&root.join(".git")) else {
         return Vec::new();
     };
+    let text = String::from_utf8_lossy(&text);
     let Some(gitdir) = text
         .lines()
         .find_map(|l| l.strip_prefix("gitdir:"))
@@ -766,9 +767,8 @@ pub fn linked_worktree_writable(root: &Path) -> Vec<PathBuf> {
     let Ok(gitdir) = std::fs::canonicalize(&gitdir) else {
         return Vec::new();
     };
-    let common = std::fs::read_to_string(gitdir.join("commondir"))
-        .ok()
-        .and_then(|c| std::fs::canonicalize(gitdir.join(c.trim())).ok());
+    let common = crate::beneath::read_regular(&gitdir.join("commondir"))
+        .and_then(|c| std::fs::canonicalize(gitdir.join(String::from_utf8_lossy(&c).trim())).ok());
     let mut out = vec![gitdir];
     if let Some(common) = common {
         out.extend(

@@ -1009,6 +1009,43 @@ fn attempts() -> Vec<Attempt> {
             "mkdir -p .claude && echo '{}' > .claude/settings.json",
             ".claude",
         ),
+        // Not to get out, but to stop the undo: cordon reads a repository's config and
+        // hooks after the run, and a FIFO has no end to read to.
+        attempt(
+            "leave FIFOs for a new repository's config and hooks",
+            |sb| {
+                let mut run = sb
+                    .command()
+                    .args([
+                        "-c",
+                        "d=newproj/.git; mkdir -p $d/hooks $d/objects $d/refs; \
+                     echo 'ref: refs/heads/main' > $d/HEAD; \
+                     mkfifo $d/config $d/commondir $d/hooks/pre-commit; echo planted",
+                    ])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| e.to_string())?;
+                let give_up = std::time::Instant::now() + Duration::from_secs(60);
+                while run.try_wait().map_err(|e| e.to_string())?.is_none() {
+                    if std::time::Instant::now() > give_up {
+                        let _ = run.kill();
+                        let _ = run.wait();
+                        return Err("cordon did not end within 60 s of the FIFOs".into());
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let o = run.wait_with_output().map_err(|e| e.to_string())?;
+                if !String::from_utf8_lossy(&o.stdout).contains("planted") {
+                    return Err(format!("the FIFOs were never made: {}", stderr(&o)));
+                }
+                for name in ["config", "hooks/pre-commit"] {
+                    absent(&sb.ws.join("newproj/.git").join(name), &o)?;
+                }
+                Ok(())
+            },
+        ),
         attempt("plant a bare repository in the workspace", |sb| {
             let o = sb.sh(
                 "mkdir -p objects refs/heads && echo 'ref: refs/heads/main' > HEAD && \
