@@ -254,14 +254,7 @@ mod tests {
         std::fs::write(&path, text).expect("write");
         let kept = files(dir.path(), &["settings.json"]).read();
         std::fs::remove_file(&path).expect("rm");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &path,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .expect("mkfifo");
+        crate::beneath::mkfifo(&path).expect("mkfifo");
         assert_eq!(undo_all(&kept).len(), 1);
         assert!(
             std::fs::symlink_metadata(&path)
