@@ -262,8 +262,9 @@ fn exists(p: &Path) -> bool {
 }
 
 /// What a `.git` file (`gitdir: …`) points at, resolved against its directory.
-fn gitfile_target(file: &Path) -> Option<PathBuf> {
-    let text = String::from_utf8(crate::beneath::read_regular(file)?).ok()?;
+pub(crate) fn gitfile_target(file: &Path) -> Option<PathBuf> {
+    let text = crate::beneath::read_regular(file)?;
+    let text = String::from_utf8_lossy(&text);
     let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
     Some(file.parent()?.join(target))
 }

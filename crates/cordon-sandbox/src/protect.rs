@@ -752,18 +752,9 @@ const PLANTED_REPO: &str = "part of a bare git repository planted in the working
 /// of the main repository `git commit` there must write: the worktree's own directory and the
 /// shared objects, refs and logs. The main repository's config and hooks are not among them.
 pub fn linked_worktree_writable(root: &Path) -> Vec<PathBuf> {
-    let Some(text) = crate::beneath::read_regular(&root.join(".git")) else {
+    let Some(gitdir) = gitmeta::gitfile_target(&root.join(".git")) else {
         return Vec::new();
     };
-    let text = String::from_utf8_lossy(&text);
-    let Some(gitdir) = text
-        .lines()
-        .find_map(|l| l.strip_prefix("gitdir:"))
-        .map(str::trim)
-    else {
-        return Vec::new();
-    };
-    let gitdir = root.join(gitdir);
     let Ok(gitdir) = std::fs::canonicalize(&gitdir) else {
         return Vec::new();
     };
