@@ -125,6 +125,26 @@ fn open_dir_in(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
     }
 }
 
+/// The directory `dirs` lead to from `start`, each name opened without following a link: the
+/// last as [`open_dir_in`] opens it, the ones before only to go through, so that one that may
+/// be gone through but not listed (`chmod 111`) keeps its mode.
+fn open_dirs_in(start: BorrowedFd<'_>, dirs: &[&OsStr]) -> io::Result<OwnedFd> {
+    let Some((last, on_the_way)) = dirs.split_last() else {
+        return rustix::io::fcntl_dupfd_cloexec(start, 0).map_err(err);
+    };
+    let mut cur: Option<OwnedFd> = None;
+    for n in on_the_way {
+        let here = cur.as_ref().map_or(start, AsFd::as_fd);
+        cur = Some(
+            match rustix::fs::openat(here, *n, WALK_FLAGS, Mode::empty()) {
+                Err(rustix::io::Errno::ACCESS) => open_dir_in(here, n)?,
+                opened => opened.map_err(err)?,
+            },
+        );
+    }
+    open_dir_in(cur.as_ref().map_or(start, AsFd::as_fd), last)
+}
+
 /// How a directory on the way is opened: only to be walked from (Linux's `O_PATH` needs no
 /// read permission), never through a link.
 #[cfg(target_os = "linux")]
@@ -233,8 +253,12 @@ fn remove_in(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<bool> {
 }
 
 fn list_fd(dir: BorrowedFd<'_>) -> io::Result<Vec<Entry>> {
+    entries(Dir::read_from(dir).map_err(err)?)
+}
+
+fn entries(mut listing: Dir) -> io::Result<Vec<Entry>> {
     let mut out = Vec::new();
-    for e in Dir::read_from(dir).map_err(err)? {
+    while let Some(e) = listing.read() {
         let e = e.map_err(err)?;
         let name = e.file_name().to_bytes();
         if name == b"." || name == b".." {
@@ -242,7 +266,9 @@ fn list_fd(dir: BorrowedFd<'_>) -> io::Result<Vec<Entry>> {
         }
         let name = OsStr::from_bytes(name).to_os_string();
         let kind = match e.file_type() {
-            FileType::Unknown => meta_in(dir, &name)?.map_or(Kind::Other, |m| m.kind),
+            FileType::Unknown => {
+                meta_in(listing.fd().map_err(err)?, &name)?.map_or(Kind::Other, |m| m.kind)
+            }
             t => Kind::of(t),
         };
         out.push(Entry {
@@ -305,11 +331,7 @@ impl Root {
 
     /// The directory `rel` names, opened without following any link on the way.
     pub fn open_dir(&self, rel: &Path) -> io::Result<OwnedFd> {
-        let mut cur = rustix::io::fcntl_dupfd_cloexec(&self.fd, 0).map_err(err)?;
-        for n in names(rel)? {
-            cur = open_dir_in(cur.as_fd(), n)?;
-        }
-        Ok(cur)
+        open_dirs_in(self.fd.as_fd(), &names(rel)?)
     }
 
     /// The directory holding `rel` (opened as [`Root::open_dir`]) and its last name.
@@ -321,10 +343,11 @@ impl Root {
                 "the root itself cannot be changed",
             ));
         };
-        let mut cur = Parent::Root(self.fd.as_fd());
-        for n in dirs {
-            cur = Parent::Opened(open_dir_in(cur.as_fd(), n)?);
-        }
+        let cur = if dirs.is_empty() {
+            Parent::Root(self.fd.as_fd())
+        } else {
+            Parent::Opened(open_dirs_in(self.fd.as_fd(), dirs)?)
+        };
         Ok((cur, last))
     }
 
@@ -664,6 +687,36 @@ pub fn open_file_beneath(root: BorrowedFd<'_>, rel: &Path, how: FileOpen) -> io:
             err(e)
         }
     })
+}
+
+/// The directory `dir` (not followed if it is a link), opened to be listed. One that can be
+/// gone through but not listed (`chmod 111`) still lets git find a repository in it by name,
+/// so a command can hide one there from a search that only lists what it may: where cordon
+/// runs as its owner (as it does the command's), it gives itself the right to read for the
+/// moment it opens it, and puts the mode back as it was.
+pub(crate) fn open_dir_to_list(dir: &Path) -> io::Result<OwnedFd> {
+    match rustix::fs::open(dir, DIR_FLAGS, Mode::empty()) {
+        Err(rustix::io::Errno::ACCESS) => {}
+        opened => return opened.map_err(err),
+    }
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Err(err(rustix::io::Errno::ACCESS));
+    };
+    let parent = rustix::fs::open(parent, WALK_FLAGS, Mode::empty()).map_err(err)?;
+    let st = rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW).map_err(err)?;
+    let mode = bits_of(st.st_mode) & 0o7777;
+    chmod_dir_nofollow(parent.as_fd(), name, mode | 0o500)?;
+    let opened = rustix::fs::openat(&parent, name, DIR_FLAGS, Mode::empty());
+    let back = chmod_dir_nofollow(parent.as_fd(), name, mode);
+    let opened = opened.map_err(err)?;
+    back?;
+    Ok(opened)
+}
+
+/// The names in `dir`, opened by [`open_dir_to_list`] (read from this descriptor itself: one
+/// opened again would need the read access given back).
+pub(crate) fn list_opened(dir: OwnedFd) -> io::Result<Vec<Entry>> {
+    entries(Dir::new(dir).map_err(err)?)
 }
 
 /// The bytes of `file` if it is a regular file (or a link to one), for reading a path a run

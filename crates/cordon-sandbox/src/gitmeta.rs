@@ -15,6 +15,8 @@ use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 
+use crate::beneath::Kind;
+
 use serde::{Deserialize, Serialize};
 
 /// Names in a git directory that make git run a program, or say where the rest is.
@@ -93,6 +95,10 @@ pub struct GitMeta {
     pub dirs: Vec<(PathBuf, Stamp)>,
     /// The search stopped at its limit: what lies beyond was not looked at.
     pub truncated: bool,
+    /// Directories that could not be listed (not even by their owner's right to make them
+    /// readable): what is in them was not looked at.
+    #[serde(default)]
+    pub unlisted: Vec<PathBuf>,
 }
 
 /// A directory's inode and change time.
@@ -101,6 +107,20 @@ pub struct Stamp {
     ino: u64,
     ctime: i64,
     ctime_nsec: i64,
+}
+
+/// The entries of `dir` (see [`crate::beneath::open_dir_to_list`]), and its stamp taken once
+/// it is open and before the names are read: a change after it shows afterwards.
+fn listing(dir: &Path) -> Option<(Stamp, Vec<crate::beneath::Entry>)> {
+    let fd = crate::beneath::open_dir_to_list(dir).ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    let stamp = Stamp {
+        ino: st.st_ino as u64,
+        ctime: st.st_ctime as i64,
+        ctime_nsec: st.st_ctime_nsec as i64,
+    };
+    Some((stamp, crate::beneath::list_opened(fd).ok()?))
 }
 
 fn stamp(dir: &Path) -> Option<Stamp> {
@@ -208,6 +228,7 @@ pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
     // or became a link, is not looked at by its path (which would go through the link, where
     // a walk never goes). `before.dirs` lists parents first, as a walk reads them.
     let mut reached: HashSet<PathBuf> = HashSet::new();
+    let unlisted: HashSet<&Path> = before.unlisted.iter().map(PathBuf::as_path).collect();
     let mut counted = 0;
     for (dir, was) in &before.dirs {
         if !s.take(1) {
@@ -220,7 +241,12 @@ pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
             continue;
         }
         match stamp(dir) {
-            Some(now) if now == *was => s.out.dirs.push((dir.clone(), now)),
+            Some(now) if now == *was => {
+                if unlisted.contains(dir.as_path()) {
+                    s.out.unlisted.push(dir.clone());
+                }
+                s.out.dirs.push((dir.clone(), now));
+            }
             Some(_) => s.walk(dir),
             // Gone: what it held went with it.
             None => {}
@@ -286,33 +312,31 @@ impl Search<'_> {
         // ones a user's git meets first) have been found.
         let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
         while let Some(dir) = queue.pop_front() {
-            // Taken before the names are read: a change after it shows afterwards.
-            let Some(stamp) = stamp(&dir) else {
+            let Some((stamp, entries)) = listing(&dir) else {
+                // Kept with its stamp, so that the change that makes it listable (or another
+                // directory) shows to the next search; the check after a run reports it.
+                if let Some(stamp) = stamp(&dir) {
+                    self.out.dirs.push((dir.clone(), stamp));
+                    self.out.unlisted.push(dir);
+                }
                 continue;
             };
-            let Ok(read) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            let entries: Vec<_> = read.flatten().collect();
             if !self.take(entries.len()) {
                 return;
             }
             self.out.dirs.push((dir.clone(), stamp));
-            let has = |n: &str| entries.iter().any(|e| e.file_name() == n);
+            let has = |n: &str| entries.iter().any(|e| e.name == n);
             if has("HEAD") && has("objects") && has("refs") {
                 // A bare repository: git finds it from a directory inside it.
                 self.gitdir(&dir, None);
                 continue;
             }
             for e in &entries {
-                let Ok(t) = e.file_type() else { continue };
-                if e.file_name() == ".git" {
-                    self.dot_git(&e.path(), &dir);
-                } else if t.is_dir() {
-                    let path = e.path();
-                    if !self.known.contains(path.as_path()) {
-                        queue.push_back(path);
-                    }
+                let path = dir.join(&e.name);
+                if e.name == ".git" {
+                    self.dot_git(&path, &dir);
+                } else if e.kind == Kind::Dir && !self.known.contains(path.as_path()) {
+                    queue.push_back(path);
                 }
             }
         }
@@ -349,10 +373,10 @@ impl Search<'_> {
 
     /// The hooks in `dir`; git never runs a `.sample`, so those are not read.
     fn remember_hooks(&mut self, dir: &Path) {
-        if let Ok(hooks) = std::fs::read_dir(dir) {
-            for h in hooks.flatten() {
-                if !h.file_name().to_string_lossy().ends_with(".sample") {
-                    self.remember(&h.path());
+        if let Some((_, hooks)) = listing(dir) {
+            for h in hooks {
+                if !h.name.to_string_lossy().ends_with(".sample") {
+                    self.remember(&dir.join(&h.name));
                 }
             }
         }
@@ -437,18 +461,17 @@ impl Search<'_> {
     /// Git directories under `modules/` (names may hold slashes, submodules nest) and
     /// `worktrees/`.
     fn nested(&mut self, dir: &Path) {
-        let Ok(read) = std::fs::read_dir(dir) else {
+        let Some((_, entries)) = listing(dir) else {
             return;
         };
-        let entries: Vec<_> = read.flatten().collect();
         if !self.take(entries.len()) {
             return;
         }
         for e in entries {
-            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            if e.kind != Kind::Dir {
                 continue;
             }
-            let p = e.path();
+            let p = dir.join(&e.name);
             if exists(&p.join("HEAD")) || exists(&p.join("commondir")) {
                 self.gitdir(&p, None);
             } else {

@@ -619,6 +619,17 @@ impl RunGuard {
                 gitmeta::SCAN_LIMIT_VAR
             ));
         }
+        for dir in after
+            .unlisted
+            .iter()
+            .filter(|d| !self.git.unlisted.contains(d))
+        {
+            report.weaker.push(format!(
+                "{} cannot be listed, even by its owner: git repositories the run may have \
+                 left in it were not checked",
+                dir.display()
+            ));
+        }
         let unchanged =
             |abs: &Path, now: &[u8]| self.git.contents.get(abs).is_some_and(|b| b == now);
         for link in &after.links {

@@ -755,6 +755,39 @@ fn attempts() -> Vec<Attempt> {
                 &["node_modules/dep"],
             )
         }),
+        // git finds a repository by name, so a directory that can be gone through but not
+        // listed (`chmod 111`) hides one from a search that only lists what it may; as root
+        // every directory can be listed, so the attempt bites for an ordinary user.
+        attempt(
+            "hide a new repository's hooks behind a directory that cannot be listed",
+            |sb| {
+                git_repo(&sb.ws);
+                std::fs::create_dir_all(sb.ws.join("src")).expect("mkdir");
+                let verdict = git_runs_nothing(
+                    sb,
+                    "mkdir -p src/hidden/lib && git init -q src/hidden/lib && \
+                     for h in pre-commit post-checkout; do \
+                       printf '#!/bin/sh\\nexec EVIL\\n' > src/hidden/lib/.git/hooks/$h; \
+                       chmod +x src/hidden/lib/.git/hooks/$h; done && \
+                     printf '[core]\\n\\tfsmonitor = EVIL\\n' >> src/hidden/lib/.git/config && \
+                     chmod 111 src/hidden",
+                    &["src/hidden/lib"],
+                );
+                use std::os::unix::fs::MetadataExt;
+                let hidden = sb.ws.join("src/hidden");
+                let mode = std::fs::symlink_metadata(&hidden).map(|m| m.mode() & 0o7777);
+                // For the workspace's removal; first: what cordon left it as.
+                let _ = std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o755));
+                verdict?;
+                match mode {
+                    Ok(0o111) => Ok(()),
+                    Ok(m) => Err(format!(
+                        "the hidden directory was left as {m:o}, not as the run left it (111)"
+                    )),
+                    Err(e) => Err(format!("the hidden directory is gone: {e}")),
+                }
+            },
+        ),
         attempt(
             "set core.fsmonitor and a hook in a submodule's git directory",
             |sb| {
