@@ -99,6 +99,10 @@ pub struct GitMeta {
     /// readable): what is in them was not looked at.
     #[serde(default)]
     pub unlisted: Vec<PathBuf>,
+    /// How many directories this search listed (a search from a kept one: those that changed
+    /// since, and the new ones under them).
+    #[serde(skip)]
+    pub listed: usize,
 }
 
 /// A directory's inode and change time.
@@ -107,6 +111,20 @@ pub struct Stamp {
     ino: u64,
     ctime: i64,
     ctime_nsec: i64,
+}
+
+/// `path` as the searches look directories up: its bytes, less a separator at the end (which
+/// only a writable place as given can have), so that a directory is found by its parent's
+/// path plus a name. Cheaper than `Path`'s own hash and comparison, which take it apart
+/// into components, on every directory of the tree.
+fn key(path: &Path) -> &OsStr {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let mut end = bytes.len();
+    while end > 1 && bytes[end - 1] == b'/' {
+        end -= 1;
+    }
+    OsStr::from_bytes(&bytes[..end])
 }
 
 /// The entries of `dir` (see [`crate::beneath::open_dir_to_list`]), and its stamp taken once
@@ -121,6 +139,30 @@ fn listing(dir: &Path) -> Option<(Stamp, Vec<crate::beneath::Entry>)> {
         ctime_nsec: st.st_ctime_nsec as i64,
     };
     Some((stamp, crate::beneath::list_opened(fd).ok()?))
+}
+
+/// The stamp of each of `dirs` now. Most of a search from a kept one is these `stat`s, one a
+/// directory of the tree, and they wait on nothing but the processor: so they are shared
+/// between two threads where there are that many directories and processors.
+fn stamps(dirs: &[(PathBuf, Stamp)]) -> Vec<Option<Stamp>> {
+    const WORTH_A_THREAD: usize = 512;
+    let of = |part: &[(PathBuf, Stamp)]| part.iter().map(|(d, _)| stamp(d)).collect::<Vec<_>>();
+    let two = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    if !two || dirs.len() < WORTH_A_THREAD {
+        return of(dirs);
+    }
+    let (first, second) = dirs.split_at(dirs.len() / 2);
+    std::thread::scope(|scope| {
+        let later = std::thread::Builder::new()
+            .name("cordon-stat".into())
+            .spawn_scoped(scope, || of(second));
+        let mut out = of(first);
+        match later.ok().and_then(|t| t.join().ok()) {
+            Some(rest) => out.extend(rest),
+            None => out.extend(of(second)),
+        }
+        out
+    })
 }
 
 fn stamp(dir: &Path) -> Option<Stamp> {
@@ -178,7 +220,7 @@ struct Search<'a> {
     seen: HashSet<PathBuf>,
     /// After a run: the directories read before it, which are looked at one by one rather
     /// than reached by the walk.
-    known: HashSet<&'a Path>,
+    known: HashSet<&'a OsStr>,
     /// What this search has read, by path: a repository's config is looked at for several
     /// keys, and once read it says the same for the rest of the search.
     read: HashMap<PathBuf, Option<Rc<[u8]>>>,
@@ -215,39 +257,48 @@ pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
         roots,
         left: limit,
         seen: HashSet::new(),
-        known: before.dirs.iter().map(|(d, _)| d.as_path()).collect(),
+        known: before.dirs.iter().map(|(d, _)| key(d)).collect(),
         read: HashMap::new(),
         out: GitMeta::default(),
     };
     for root in roots {
-        if !s.known.contains(root.as_path()) {
+        if !s.known.contains(key(root)) {
             s.walk(root);
         }
     }
     // The directories found still there, as a walk would reach them: one whose parent went,
     // or became a link, is not looked at by its path (which would go through the link, where
-    // a walk never goes). `before.dirs` lists parents first, as a walk reads them.
-    let mut reached: HashSet<PathBuf> = HashSet::new();
-    let unlisted: HashSet<&Path> = before.unlisted.iter().map(PathBuf::as_path).collect();
-    let mut counted = 0;
-    for (dir, was) in &before.dirs {
+    // a walk never goes). `before.dirs` lists parents first, as a walk reads them; each is
+    // looked up by its bytes ([`key`]: a directory's path is its parent's and a name).
+    let mut reached: HashSet<&OsStr> = HashSet::new();
+    let mut walked: HashSet<std::ffi::OsString> =
+        s.out.dirs.iter().map(|(d, _)| key(d).to_owned()).collect();
+    let unlisted: HashSet<&OsStr> = before.unlisted.iter().map(|d| key(d)).collect();
+    let stamps = stamps(&before.dirs);
+    for ((dir, was), now) in before.dirs.iter().zip(stamps) {
         if !s.take(1) {
             break;
         }
-        reached.extend(s.out.dirs[counted..].iter().map(|(d, _)| d.clone()));
-        counted = s.out.dirs.len();
-        let on_the_way = roots.contains(dir) || dir.parent().is_some_and(|p| reached.contains(p));
-        if !on_the_way {
+        let parent_reached = dir.parent().is_some_and(|p| {
+            let p = key(p);
+            reached.contains(p) || walked.contains(p)
+        });
+        if !parent_reached && !roots.iter().any(|r| r == dir) {
             continue;
         }
-        match stamp(dir) {
+        match now {
             Some(now) if now == *was => {
-                if unlisted.contains(dir.as_path()) {
+                if unlisted.contains(key(dir)) {
                     s.out.unlisted.push(dir.clone());
                 }
                 s.out.dirs.push((dir.clone(), now));
+                reached.insert(key(dir));
             }
-            Some(_) => s.walk(dir),
+            Some(_) => {
+                let from = s.out.dirs.len();
+                s.walk(dir);
+                walked.extend(s.out.dirs[from..].iter().map(|(d, _)| key(d).to_owned()));
+            }
             // Gone: what it held went with it.
             None => {}
         }
@@ -260,15 +311,15 @@ pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
         }
     }
     // A `.git` file or link known before is looked at again where its directory still is.
-    reached.extend(s.out.dirs[counted..].iter().map(|(d, _)| d.clone()));
+    let still = |dir: &Path| reached.contains(key(dir)) || walked.contains(key(dir));
     for (file, dir) in &before.gitfiles {
-        if reached.contains(dir) {
+        if still(dir) {
             s.dot_git(file, dir);
         }
     }
     for link in &before.links {
         let dir = link.parent().unwrap_or(Path::new("/"));
-        if reached.contains(dir) {
+        if still(dir) {
             s.dot_git(link, dir);
         }
     }
@@ -312,6 +363,7 @@ impl Search<'_> {
         // ones a user's git meets first) have been found.
         let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
         while let Some(dir) = queue.pop_front() {
+            self.out.listed += 1;
             let Some((stamp, entries)) = listing(&dir) else {
                 // Kept with its stamp, so that the change that makes it listable (or another
                 // directory) shows to the next search; the check after a run reports it.
@@ -335,7 +387,7 @@ impl Search<'_> {
                 let path = dir.join(&e.name);
                 if e.name == ".git" {
                     self.dot_git(&path, &dir);
-                } else if e.kind == Kind::Dir && !self.known.contains(path.as_path()) {
+                } else if e.kind == Kind::Dir && !self.known.contains(key(&path)) {
                     queue.push_back(path);
                 }
             }
@@ -900,6 +952,33 @@ mod tests {
                 .search_of(roots, 1)
                 .is_none()
         );
+        Ok(())
+    }
+
+    /// A search from a kept one lists only the directories that changed and the new ones
+    /// under them, also where the writable place was given with a separator at its end
+    /// (directories are looked up by their bytes, a parent's path and a name).
+    #[test]
+    fn a_search_from_a_kept_one_lists_only_what_changed() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let root = std::fs::canonicalize(dir.path())?;
+        std::fs::create_dir_all(root.join("src/a/b"))?;
+        std::fs::create_dir_all(root.join("vendor/x/.git/hooks"))?;
+        let mut slashed = root.clone().into_os_string();
+        slashed.push("/");
+        for roots in [vec![root.clone()], vec![PathBuf::from(slashed)]] {
+            let first = scan(&roots, 1000);
+            let again = rescan(&first, &roots, 1000);
+            assert_eq!(again.listed, 0, "{roots:?}");
+            assert_eq!(again.dirs, first.dirs);
+            let new = root.join("src/a/b/new/.git");
+            std::fs::create_dir_all(new.join("hooks"))?;
+            let after = rescan(&again, &roots, 1000);
+            // `b`, which changed, and `new`; the git directory is read as one, not listed.
+            assert_eq!(after.listed, 2, "{roots:?}");
+            assert!(after.gitdirs.iter().any(|g| g.path == new), "{roots:?}");
+            std::fs::remove_dir_all(root.join("src/a/b/new"))?;
+        }
         Ok(())
     }
 

@@ -191,9 +191,13 @@ fn search_git(roots: &[PathBuf], limit: usize) -> GitMeta {
         Some(before) if !before.truncated => gitmeta::rescan(before, roots, limit),
         _ => gitmeta::scan(roots, limit),
     };
-    // A session keeps its searches in memory; on disk, only what changed is written again.
-    let changed = before.as_ref().is_none_or(|b| b.dirs != found.dirs);
-    if let (true, true, false, Some(file)) = (from_disk, changed, found.truncated, &kept) {
+    // A session keeps its searches in memory. On disk the search is written again only when
+    // it had more than a few directories to list: a search from an older one is as complete,
+    // and each run changes the working directory itself (its `.cordon` placeholder), where
+    // writing the tree's search again costs a run more than listing that one directory.
+    const LISTED_BEFORE_KEEPING: usize = 8;
+    let worth_keeping = before.is_none() || found.listed > LISTED_BEFORE_KEEPING;
+    if let (true, true, false, Some(file)) = (from_disk, worth_keeping, found.truncated, &kept) {
         keep_search(file, &gitmeta::Kept::new(roots, limit, &found));
     }
     if let Ok(mut last) = LAST_SEARCH.lock() {
