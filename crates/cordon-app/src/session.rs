@@ -76,6 +76,9 @@ impl Session {
         backend: BackendChoice,
     ) -> anyhow::Result<Session> {
         let options = policy.options();
+        // Every command is planned and checked with a search of its writable places for git
+        // metadata; for many commands in one tree, let the kernel tell what changed between.
+        cordon_sandbox::gitmeta::watch_changes();
         // Read once: every run's share of the session's processes follows from them, so they
         // cannot change while runs hold their shares.
         let limits = SessionLimits::from_config(&sources.resolve()?);

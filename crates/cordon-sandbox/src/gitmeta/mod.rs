@@ -19,6 +19,28 @@ use crate::beneath::Kind;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(target_os = "linux")]
+mod watch;
+/// Elsewhere no directory is watched: every search looks at each one.
+#[cfg(not(target_os = "linux"))]
+mod watch {
+    use std::path::Path;
+    pub type Mark = u64;
+    pub fn start() {}
+    pub(super) fn mark() -> Option<Mark> {
+        None
+    }
+    pub(super) fn add(_: &Path) {}
+    pub(super) fn add_all<'a>(_: impl Iterator<Item = &'a Path>) {}
+    pub(super) fn quiet<'a>(dirs: impl Iterator<Item = &'a Path>, _: Mark) -> Vec<bool> {
+        dirs.map(|_| false).collect()
+    }
+}
+
+/// From now on this process's searches are told by the kernel which directories changed
+/// (`watch.rs`), for a session that searches the same tree before and after every command.
+pub use watch::start as watch_changes;
+
 /// Names in a git directory that make git run a program, or say where the rest is.
 pub const RUNS_CODE: &[&str] = &["config", "config.worktree", "hooks", "commondir", "info"];
 
@@ -103,6 +125,13 @@ pub struct GitMeta {
     /// since, and the new ones under them).
     #[serde(skip)]
     pub listed: usize,
+    /// How many it looked at with a `stat`.
+    #[serde(skip)]
+    pub stamped: usize,
+    /// Where this search started among this process's watched events, when it has them:
+    /// meaningless in another process, so never written.
+    #[serde(skip)]
+    mark: Option<watch::Mark>,
 }
 
 /// A directory's inode and change time.
@@ -144,22 +173,28 @@ fn listing(dir: &Path) -> Option<(Stamp, Vec<crate::beneath::Entry>)> {
 /// The stamp of each of `dirs` now. Most of a search from a kept one is these `stat`s, one a
 /// directory of the tree, and they wait on nothing but the processor: so they are shared
 /// between two threads where there are that many directories and processors.
-fn stamps(dirs: &[(PathBuf, Stamp)]) -> Vec<Option<Stamp>> {
+fn stamps(dirs: &[(PathBuf, Stamp)], quiet: &[bool]) -> Vec<Option<Option<Stamp>>> {
     const WORTH_A_THREAD: usize = 512;
-    let of = |part: &[(PathBuf, Stamp)]| part.iter().map(|(d, _)| stamp(d)).collect::<Vec<_>>();
+    let of = |part: &[(PathBuf, Stamp)], quiet: &[bool]| {
+        part.iter()
+            .zip(quiet)
+            .map(|((d, _), q)| (!q).then(|| stamp(d)))
+            .collect::<Vec<_>>()
+    };
     let two = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-    if !two || dirs.len() < WORTH_A_THREAD {
-        return of(dirs);
+    if !two || quiet.iter().filter(|q| !**q).count() < WORTH_A_THREAD {
+        return of(dirs, quiet);
     }
-    let (first, second) = dirs.split_at(dirs.len() / 2);
+    let half = dirs.len() / 2;
+    let ((first, second), (q1, q2)) = (dirs.split_at(half), quiet.split_at(half));
     std::thread::scope(|scope| {
         let later = std::thread::Builder::new()
             .name("cordon-stat".into())
-            .spawn_scoped(scope, || of(second));
-        let mut out = of(first);
+            .spawn_scoped(scope, || of(second, q2));
+        let mut out = of(first, q1);
         match later.ok().and_then(|t| t.join().ok()) {
             Some(rest) => out.extend(rest),
-            None => out.extend(of(second)),
+            None => out.extend(of(second, q2)),
         }
         out
     })
@@ -236,7 +271,10 @@ pub fn scan(roots: &[PathBuf], limit: usize) -> GitMeta {
         seen: HashSet::new(),
         known: HashSet::new(),
         read: HashMap::new(),
-        out: GitMeta::default(),
+        out: GitMeta {
+            mark: watch::mark(),
+            ..GitMeta::default()
+        },
     };
     for root in roots {
         s.walk(root);
@@ -259,7 +297,10 @@ pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
         seen: HashSet::new(),
         known: before.dirs.iter().map(|(d, _)| key(d)).collect(),
         read: HashMap::new(),
-        out: GitMeta::default(),
+        out: GitMeta {
+            mark: watch::mark(),
+            ..GitMeta::default()
+        },
     };
     for root in roots {
         if !s.known.contains(key(root)) {
@@ -274,18 +315,47 @@ pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
     let mut walked: HashSet<std::ffi::OsString> =
         s.out.dirs.iter().map(|(d, _)| key(d).to_owned()).collect();
     let unlisted: HashSet<&OsStr> = before.unlisted.iter().map(|d| key(d)).collect();
-    let stamps = stamps(&before.dirs);
-    for ((dir, was), now) in before.dirs.iter().zip(stamps) {
+    // What the watch vouches for (see `watch.rs`): a directory quiet since the search before
+    // is taken as it was where its parent was too, with no `stat`. The rest are watched from
+    // now on, before their `stat`s, which are made together.
+    let quiet = match (before.mark, s.out.mark) {
+        (Some(m), Some(_)) => watch::quiet(before.dirs.iter().map(|(d, _)| d.as_path()), m),
+        _ => vec![false; before.dirs.len()],
+    };
+    if s.out.mark.is_some() {
+        watch::add_all(
+            before
+                .dirs
+                .iter()
+                .zip(&quiet)
+                .filter(|(_, q)| !**q)
+                .map(|((d, _), _)| d.as_path()),
+        );
+    }
+    let mut stamps = stamps(&before.dirs, &quiet);
+    s.out.stamped += stamps.iter().filter(|t| t.is_some()).count();
+    for (((dir, was), now), quiet) in before.dirs.iter().zip(stamps.iter_mut()).zip(&quiet) {
         if !s.take(1) {
             break;
         }
-        let parent_reached = dir.parent().is_some_and(|p| {
-            let p = key(p);
-            reached.contains(p) || walked.contains(p)
-        });
-        if !parent_reached && !roots.iter().any(|r| r == dir) {
+        let parent = dir.parent().map(key);
+        let parent_unchanged = parent.is_some_and(|p| reached.contains(p));
+        if !parent_unchanged
+            && !parent.is_some_and(|p| walked.contains(p))
+            && !roots.iter().any(|r| r == dir)
+        {
             continue;
         }
+        let now = match now.take() {
+            Some(now) => now,
+            // Quiet, and its path leads where it did: as it was.
+            None if *quiet && parent_unchanged => Some(*was),
+            None => {
+                watch::add(dir);
+                s.out.stamped += 1;
+                stamp(dir)
+            }
+        };
         match now {
             Some(now) if now == *was => {
                 if unlisted.contains(key(dir)) {
@@ -364,6 +434,9 @@ impl Search<'_> {
         let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
         while let Some(dir) = queue.pop_front() {
             self.out.listed += 1;
+            if self.out.mark.is_some() {
+                watch::add(&dir);
+            }
             let Some((stamp, entries)) = listing(&dir) else {
                 // Kept with its stamp, so that the change that makes it listable (or another
                 // directory) shows to the next search; the check after a run reports it.
@@ -986,11 +1059,59 @@ mod tests {
     /// between them: each keeps the directories it did not need to read.
     #[test]
     fn searches_made_each_from_the_last_find_what_a_walk_finds() -> std::io::Result<()> {
+        searches_find_what_a_walk_finds()
+    }
+
+    /// The same with the kernel telling which directories changed: also when a directory two
+    /// up was replaced (its children's own watches stay quiet), and when so many events came
+    /// that the queue overflowed and the one that mattered was lost.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn searches_told_what_changed_by_the_kernel_find_what_a_walk_finds() -> std::io::Result<()> {
+        watch_changes();
+        searches_find_what_a_walk_finds()
+    }
+
+    /// With the kernel watching, a search from the last one looks at no directory but the
+    /// place searched where nothing changed, and at few where one did.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn with_the_kernel_watching_unchanged_directories_are_not_looked_at() -> std::io::Result<()> {
+        watch_changes();
+        let dir = tempfile::tempdir()?;
+        let root = std::fs::canonicalize(dir.path())?;
+        let roots = std::slice::from_ref(&root);
+        for i in 0..50 {
+            std::fs::create_dir_all(root.join(format!("src/m{}/p{i}", i % 5)))?;
+        }
+        let first = scan(roots, 10_000);
+        let again = rescan(&first, roots, 10_000);
+        assert_eq!((again.stamped, again.listed), (1, 0));
+        std::fs::create_dir_all(root.join("src/m3/p8/.git/hooks"))?;
+        let after = rescan(&again, roots, 10_000);
+        assert!(after.stamped < 5, "{} looked at", after.stamped);
+        assert!(
+            after
+                .gitdirs
+                .iter()
+                .any(|g| g.path == root.join("src/m3/p8/.git"))
+        );
+        Ok(())
+    }
+
+    fn searches_find_what_a_walk_finds() -> std::io::Result<()> {
+        // Above the files the overflow makes.
+        const LIMIT: usize = 1_000_000;
         let dir = tempfile::tempdir()?;
         let root = std::fs::canonicalize(dir.path())?;
         let roots = std::slice::from_ref(&root);
         std::fs::create_dir_all(root.join("src/a/b"))?;
         std::fs::create_dir_all(root.join("vendor/x/.git/hooks"))?;
+        std::fs::create_dir_all(root.join("noise"))?;
+        let queue: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(16_384);
         let same = |a: &GitMeta, b: &GitMeta| {
             let set = |m: &GitMeta| {
                 let mut dirs: Vec<_> = m.dirs.iter().map(|(d, _)| d.clone()).collect();
@@ -1002,8 +1123,8 @@ mod tests {
             assert_eq!(set(a), set(b));
         };
         let outside = tempfile::tempdir()?;
-        let mut last = scan(roots, 1000);
-        let changes: [&dyn Fn() -> std::io::Result<()>; 5] = [
+        let mut last = scan(roots, LIMIT);
+        let changes: [&dyn Fn() -> std::io::Result<()>; 7] = [
             // Nothing.
             &|| Ok(()),
             // A repository deep in a directory read before.
@@ -1021,29 +1142,42 @@ mod tests {
                 std::fs::rename(root.join("src/old"), root.join("src/gone"))?;
                 std::os::unix::fs::symlink(outside.path().join("old"), root.join("src/old"))
             },
+            // A directory two up replaced, with a repository where one was before.
+            &|| {
+                std::fs::rename(root.join("src"), root.join("moved"))?;
+                std::fs::create_dir_all(root.join("src/a/c/d/.git/hooks"))
+            },
+            // More events than the kernel queues, then one that matters.
+            &|| {
+                for i in 0..queue + 100 {
+                    std::fs::write(root.join(format!("noise/{i}")), "")?;
+                }
+                std::fs::create_dir_all(root.join("moved/a/c/e/.git/hooks"))
+            },
         ];
         for change in changes {
             change()?;
-            let again = rescan(&last, roots, 1000);
-            same(&again, &scan(roots, 1000));
+            let again = rescan(&last, roots, LIMIT);
+            same(&again, &scan(roots, LIMIT));
             assert!(!again.truncated);
             last = again;
         }
-        assert!(
-            last.gitdirs
-                .iter()
-                .any(|g| g.path == root.join("src/a/c/.git"))
-        );
-        assert!(
-            last.gitdirs
-                .iter()
-                .any(|g| g.path == root.join("src/gone/b/.git"))
-        );
+        for repo in [
+            "moved/a/c/.git",
+            "moved/gone/b/.git",
+            "src/a/c/d/.git",
+            "moved/a/c/e/.git",
+        ] {
+            assert!(
+                last.gitdirs.iter().any(|g| g.path == root.join(repo)),
+                "{repo} not found"
+            );
+        }
         assert!(
             !last
                 .dirs
                 .iter()
-                .any(|(d, _)| d.starts_with(root.join("src/old")))
+                .any(|(d, _)| d.starts_with(root.join("moved/old")))
         );
         assert!(
             !last

@@ -2,7 +2,7 @@
 //! command: a whole walk, and a search from a kept one when nothing changed (what most runs
 //! do: a `stat` of each directory).
 //!
-//! Run: `cargo bench -p cordon-sandbox --bench gitsearch`. Figures go in docs/BENCHMARKS.md.
+//! Run: `cargo bench -p cordon-app --bench gitsearch`. Figures go in docs/BENCHMARKS.md.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
