@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::beneath::Kind;
 
@@ -30,8 +31,15 @@ mod watch {
     pub(super) fn mark() -> Option<Mark> {
         None
     }
-    pub(super) fn add(_: &Path) {}
-    pub(super) fn add_all<'a>(_: impl Iterator<Item = &'a Path>) {}
+    pub(super) fn add(_: &Path, _: Mark) -> bool {
+        false
+    }
+    pub(super) fn add_all<'a>(_: impl Iterator<Item = &'a Path>, _: Mark) -> bool {
+        false
+    }
+    pub(super) fn still_since(_: Mark) -> bool {
+        false
+    }
     pub(super) fn quiet<'a>(dirs: impl Iterator<Item = &'a Path>, _: Mark) -> Vec<bool> {
         dirs.map(|_| false).collect()
     }
@@ -114,7 +122,7 @@ pub struct GitMeta {
     /// Every directory the search read, with what tells whether its entries changed since:
     /// the inode and the change time (which a command cannot set back).
     #[serde(skip)]
-    pub dirs: Vec<(PathBuf, Stamp)>,
+    pub dirs: Arc<Vec<(PathBuf, Stamp)>>,
     /// The search stopped at its limit: what lies beyond was not looked at.
     pub truncated: bool,
     /// Directories that could not be listed (not even by their owner's right to make them
@@ -132,6 +140,9 @@ pub struct GitMeta {
     /// meaningless in another process, so never written.
     #[serde(skip)]
     mark: Option<watch::Mark>,
+    /// Every directory in `dirs` was watched in time for `mark`.
+    #[serde(skip)]
+    all_watched: bool,
 }
 
 /// A directory's inode and change time.
@@ -228,7 +239,7 @@ impl Kept {
             roots: roots.to_vec(),
             limit,
             found: found.clone(),
-            dirs: found.dirs.clone(),
+            dirs: found.dirs.to_vec(),
         }
     }
 
@@ -244,7 +255,7 @@ impl Kept {
         if searched != roots || with != limit || found.truncated {
             return None;
         }
-        found.dirs = dirs;
+        found.dirs = Arc::new(dirs);
         Some(found)
     }
 }
@@ -259,6 +270,12 @@ struct Search<'a> {
     /// What this search has read, by path: a repository's config is looked at for several
     /// keys, and once read it says the same for the rest of the search.
     read: HashMap<PathBuf, Option<Rc<[u8]>>>,
+    /// A directory this search read or stamped could not be watched in time.
+    missed_watch: bool,
+    /// The directories found, as [`GitMeta::dirs`]: those of the search before when nothing
+    /// changed since, shared.
+    dirs: Vec<(PathBuf, Stamp)>,
+    shared: Option<Arc<Vec<(PathBuf, Stamp)>>>,
     out: GitMeta,
 }
 
@@ -271,6 +288,9 @@ pub fn scan(roots: &[PathBuf], limit: usize) -> GitMeta {
         seen: HashSet::new(),
         known: HashSet::new(),
         read: HashMap::new(),
+        missed_watch: false,
+        dirs: Vec::new(),
+        shared: None,
         out: GitMeta {
             mark: watch::mark(),
             ..GitMeta::default()
@@ -279,9 +299,7 @@ pub fn scan(roots: &[PathBuf], limit: usize) -> GitMeta {
     for root in roots {
         s.walk(root);
     }
-    s.out.runs_code.sort();
-    s.out.runs_code.dedup();
-    s.out
+    s.finish()
 }
 
 /// The search again after a run, reading only what may have changed: a directory read
@@ -295,83 +313,36 @@ pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
         roots,
         left: limit,
         seen: HashSet::new(),
-        known: before.dirs.iter().map(|(d, _)| key(d)).collect(),
+        known: HashSet::new(),
         read: HashMap::new(),
+        missed_watch: false,
+        dirs: Vec::new(),
+        shared: None,
         out: GitMeta {
             mark: watch::mark(),
             ..GitMeta::default()
         },
     };
-    for root in roots {
-        if !s.known.contains(key(root)) {
-            s.walk(root);
+    // Nothing changed since the search before, by the kernel's word, and every directory of it
+    // was watched by then: its directories are the tree's as they are, if the places searched
+    // are still where they were.
+    let unchanged = match (before.mark, s.out.mark) {
+        (Some(m), Some(_)) if before.all_watched && !before.truncated => {
+            watch::still_since(m)
+                && roots.iter().all(|r| {
+                    let at = before.dirs.iter().find(|(d, _)| key(d) == key(r));
+                    at.is_some_and(|(_, was)| stamp(r) == Some(*was))
+                })
+                && s.take(before.dirs.len())
         }
-    }
-    // The directories found still there, as a walk would reach them: one whose parent went,
-    // or became a link, is not looked at by its path (which would go through the link, where
-    // a walk never goes). `before.dirs` lists parents first, as a walk reads them; each is
-    // looked up by its bytes ([`key`]: a directory's path is its parent's and a name).
-    let mut reached: HashSet<&OsStr> = HashSet::new();
-    let mut walked: HashSet<std::ffi::OsString> =
-        s.out.dirs.iter().map(|(d, _)| key(d).to_owned()).collect();
-    let unlisted: HashSet<&OsStr> = before.unlisted.iter().map(|d| key(d)).collect();
-    // What the watch vouches for (see `watch.rs`): a directory quiet since the search before
-    // is taken as it was where its parent was too, with no `stat`. The rest are watched from
-    // now on, before their `stat`s, which are made together.
-    let quiet = match (before.mark, s.out.mark) {
-        (Some(m), Some(_)) => watch::quiet(before.dirs.iter().map(|(d, _)| d.as_path()), m),
-        _ => vec![false; before.dirs.len()],
+        _ => false,
     };
-    if s.out.mark.is_some() {
-        watch::add_all(
-            before
-                .dirs
-                .iter()
-                .zip(&quiet)
-                .filter(|(_, q)| !**q)
-                .map(|((d, _), _)| d.as_path()),
-        );
-    }
-    let mut stamps = stamps(&before.dirs, &quiet);
-    s.out.stamped += stamps.iter().filter(|t| t.is_some()).count();
-    for (((dir, was), now), quiet) in before.dirs.iter().zip(stamps.iter_mut()).zip(&quiet) {
-        if !s.take(1) {
-            break;
-        }
-        let parent = dir.parent().map(key);
-        let parent_unchanged = parent.is_some_and(|p| reached.contains(p));
-        if !parent_unchanged
-            && !parent.is_some_and(|p| walked.contains(p))
-            && !roots.iter().any(|r| r == dir)
-        {
-            continue;
-        }
-        let now = match now.take() {
-            Some(now) => now,
-            // Quiet, and its path leads where it did: as it was.
-            None if *quiet && parent_unchanged => Some(*was),
-            None => {
-                watch::add(dir);
-                s.out.stamped += 1;
-                stamp(dir)
-            }
-        };
-        match now {
-            Some(now) if now == *was => {
-                if unlisted.contains(key(dir)) {
-                    s.out.unlisted.push(dir.clone());
-                }
-                s.out.dirs.push((dir.clone(), now));
-                reached.insert(key(dir));
-            }
-            Some(_) => {
-                let from = s.out.dirs.len();
-                s.walk(dir);
-                walked.extend(s.out.dirs[from..].iter().map(|(d, _)| key(d).to_owned()));
-            }
-            // Gone: what it held went with it.
-            None => {}
-        }
+    if unchanged {
+        s.shared = Some(before.dirs.clone());
+        s.out.unlisted = before.unlisted.clone();
+        s.out.stamped = roots.len();
+    } else {
+        s.from(before);
     }
     for g in &before.gitdirs {
         // Not where its path now leads elsewhere (a directory on its way became a link): a
@@ -381,23 +352,23 @@ pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
         }
     }
     // A `.git` file or link known before is looked at again where its directory still is.
-    let still = |dir: &Path| reached.contains(key(dir)) || walked.contains(key(dir));
-    for (file, dir) in &before.gitfiles {
-        if still(dir) {
-            s.dot_git(file, dir);
+    if !before.gitfiles.is_empty() || !before.links.is_empty() {
+        let found = s.shared.as_deref().unwrap_or(&s.dirs);
+        let still: HashSet<std::ffi::OsString> =
+            found.iter().map(|(d, _)| key(d).to_owned()).collect();
+        for (file, dir) in &before.gitfiles {
+            if still.contains(key(dir)) {
+                s.dot_git(file, dir);
+            }
+        }
+        for link in &before.links {
+            let dir = link.parent().unwrap_or(Path::new("/"));
+            if still.contains(key(dir)) {
+                s.dot_git(link, dir);
+            }
         }
     }
-    for link in &before.links {
-        let dir = link.parent().unwrap_or(Path::new("/"));
-        if still(dir) {
-            s.dot_git(link, dir);
-        }
-    }
-    s.out.runs_code.sort();
-    s.out.runs_code.dedup();
-    s.out.links.sort();
-    s.out.links.dedup();
-    s.out
+    s.finish()
 }
 
 fn is_file(p: &Path) -> bool {
@@ -416,7 +387,98 @@ pub(crate) fn gitfile_target(file: &Path) -> Option<PathBuf> {
     Some(file.parent()?.join(target))
 }
 
-impl Search<'_> {
+impl<'a> Search<'a> {
+    /// The directories of `before` still there, as a walk would reach them: one whose parent
+    /// went, or became a link, is not looked at by its path (which would go through the link,
+    /// where a walk never goes). `before.dirs` lists parents first, as a walk reads them; each
+    /// is looked up by its bytes ([`key`]: a directory's path is its parent's and a name).
+    fn from(&mut self, before: &'a GitMeta) {
+        self.known = before.dirs.iter().map(|(d, _)| key(d)).collect();
+        let roots = self.roots;
+        for root in roots {
+            if !self.known.contains(key(root)) {
+                self.walk(root);
+            }
+        }
+        let mut reached: HashSet<&OsStr> = HashSet::new();
+        let mut walked: HashSet<std::ffi::OsString> =
+            self.dirs.iter().map(|(d, _)| key(d).to_owned()).collect();
+        let unlisted: HashSet<&OsStr> = before.unlisted.iter().map(|d| key(d)).collect();
+        // What the watch vouches for (see `watch.rs`): a directory quiet since the search
+        // before is taken as it was where its parent was too, with no `stat`. The rest are
+        // watched from now on, before their `stat`s, which are made together.
+        let quiet = match (before.mark, self.out.mark) {
+            (Some(m), Some(_)) => watch::quiet(before.dirs.iter().map(|(d, _)| d.as_path()), m),
+            _ => vec![false; before.dirs.len()],
+        };
+        if let Some(m) = self.out.mark {
+            let rest = before.dirs.iter().zip(&quiet).filter(|(_, q)| !**q);
+            if !watch::add_all(rest.map(|((d, _), _)| d.as_path()), m) {
+                self.missed_watch = true;
+            }
+        }
+        let mut stamps = stamps(&before.dirs, &quiet);
+        self.out.stamped += stamps.iter().filter(|t| t.is_some()).count();
+        for (((dir, was), now), quiet) in before.dirs.iter().zip(stamps.iter_mut()).zip(&quiet) {
+            if !self.take(1) {
+                break;
+            }
+            let parent = dir.parent().map(key);
+            let parent_unchanged = parent.is_some_and(|p| reached.contains(p));
+            if !parent_unchanged
+                && !parent.is_some_and(|p| walked.contains(p))
+                && !roots.iter().any(|r| r == dir)
+            {
+                continue;
+            }
+            let now = match now.take() {
+                Some(now) => now,
+                // Quiet, and its path leads where it did: as it was.
+                None if *quiet && parent_unchanged => Some(*was),
+                None => {
+                    self.watch(dir);
+                    self.out.stamped += 1;
+                    stamp(dir)
+                }
+            };
+            match now {
+                Some(now) if now == *was => {
+                    if unlisted.contains(key(dir)) {
+                        self.out.unlisted.push(dir.clone());
+                    }
+                    self.dirs.push((dir.clone(), now));
+                    reached.insert(key(dir));
+                }
+                Some(_) => {
+                    let from = self.dirs.len();
+                    self.walk(dir);
+                    walked.extend(self.dirs[from..].iter().map(|(d, _)| key(d).to_owned()));
+                }
+                // Gone: what it held went with it.
+                None => {}
+            }
+        }
+    }
+
+    /// Watches `dir` for this search, before it is stamped or listed.
+    fn watch(&mut self, dir: &Path) {
+        if let Some(m) = self.out.mark
+            && !watch::add(dir, m)
+        {
+            self.missed_watch = true;
+        }
+    }
+
+    fn finish(mut self) -> GitMeta {
+        self.out.dirs = self.shared.unwrap_or_else(|| Arc::new(self.dirs));
+        self.out.all_watched = self.out.mark.is_some() && !self.missed_watch;
+        self.out.runs_code.sort();
+        self.out.runs_code.dedup();
+        self.out.links.sort();
+        self.out.links.dedup();
+        self.out
+    }
+
     /// Looks at one directory's entries; false when the limit is reached.
     fn take(&mut self, n: usize) -> bool {
         if self.left < n {
@@ -434,14 +496,12 @@ impl Search<'_> {
         let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
         while let Some(dir) = queue.pop_front() {
             self.out.listed += 1;
-            if self.out.mark.is_some() {
-                watch::add(&dir);
-            }
+            self.watch(&dir);
             let Some((stamp, entries)) = listing(&dir) else {
                 // Kept with its stamp, so that the change that makes it listable (or another
                 // directory) shows to the next search; the check after a run reports it.
                 if let Some(stamp) = stamp(&dir) {
-                    self.out.dirs.push((dir.clone(), stamp));
+                    self.dirs.push((dir.clone(), stamp));
                     self.out.unlisted.push(dir);
                 }
                 continue;
@@ -449,7 +509,7 @@ impl Search<'_> {
             if !self.take(entries.len()) {
                 return;
             }
-            self.out.dirs.push((dir.clone(), stamp));
+            self.dirs.push((dir.clone(), stamp));
             let has = |n: &str| entries.iter().any(|e| e.name == n);
             if has("HEAD") && has("objects") && has("refs") {
                 // A bare repository: git finds it from a directory inside it.
@@ -1095,6 +1155,48 @@ mod tests {
                 .gitdirs
                 .iter()
                 .any(|g| g.path == root.join("src/m3/p8/.git"))
+        );
+        Ok(())
+    }
+
+    /// A mount over a directory changes where its path leads with no event on any directory
+    /// watched: the changed mount table makes the next search look at every directory.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn with_the_kernel_watching_a_mount_over_a_directory_is_looked_at() -> std::io::Result<()> {
+        if !rustix::process::geteuid().is_root() {
+            let why = "skipped: mounting a tmpfs over a directory needs root";
+            assert!(std::env::var_os("CORDON_TEST_NO_SKIP").is_none(), "{why}");
+            eprintln!("{why}");
+            return Ok(());
+        }
+        watch_changes();
+        let dir = tempfile::tempdir()?;
+        let root = std::fs::canonicalize(dir.path())?;
+        let roots = std::slice::from_ref(&root);
+        let over = root.join("src/a");
+        std::fs::create_dir_all(over.join("b"))?;
+        let again = rescan(&scan(roots, 1000), roots, 1000);
+        struct Mounted(PathBuf);
+        impl Drop for Mounted {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount").arg(&self.0).status();
+            }
+        }
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "tmpfs"])
+            .arg(&over)
+            .status()?;
+        assert!(mounted.success(), "mount -t tmpfs over {}", over.display());
+        let _mounted = Mounted(over.clone());
+        std::fs::create_dir_all(over.join("lib/.git/hooks"))?;
+        let after = rescan(&again, roots, 1000);
+        assert!(
+            after
+                .gitdirs
+                .iter()
+                .any(|g| g.path == over.join("lib/.git")),
+            "the repository under the mount was not found"
         );
         Ok(())
     }

@@ -9,16 +9,21 @@
 //! with no `stat`, when that directory was watched by `m` and has had no event since, and its
 //! parent was taken the same way or found unchanged (so its path still leads to the same
 //! inode). Anything the watch cannot vouch for is looked at as without it: a directory beyond
-//! the watches it may add, one whose watch went (`IN_IGNORED`), and every directory up to a mark
-//! taken after the queue overflowed. A read that fails stops the watch for good.
+//! the watches it may add, one whose watch went (`IN_IGNORED`), one on a file system whose
+//! changes may come from elsewhere (a network's, FUSE, overlayfs: only local file systems are
+//! watched), and every directory up to a mark taken after the queue overflowed or the mount
+//! table changed (a mount over a directory changes where its path leads, with no event). A
+//! read that fails stops the watch for good.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
+use std::io::{Read, Seek};
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
+use rustix::event::{PollFd, PollFlags};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
 /// Where a search started in the watch's sequence of events.
@@ -34,6 +39,17 @@ const EVENTS: WatchFlags = WatchFlags::CREATE
     .union(WatchFlags::MOVE_SELF)
     .union(WatchFlags::ONLYDIR)
     .union(WatchFlags::DONT_FOLLOW);
+
+/// File systems whose every change is made through this kernel, so that inotify hears of it
+/// (`statfs`'s `f_type`): ext2/3/4, XFS, Btrfs, tmpfs, F2FS, bcachefs.
+const LOCAL: &[i64] = &[
+    0xEF53,
+    0x5846_5342,
+    0x9123_683E,
+    0x0102_1994,
+    0xF2F5_2010,
+    0xCA45_1A4E,
+];
 
 /// The share of the user's inotify watches (`fs.inotify.max_user_watches`, shared with editors
 /// and build tools) a session may take, and the most it takes.
@@ -51,12 +67,16 @@ struct Watched {
 
 struct Watch {
     fd: OwnedFd,
+    /// This process's mount table, which polls as changed after a mount or unmount.
+    mounts: std::fs::File,
     by_path: HashMap<OsString, i32>,
     watched: HashMap<i32, Watched>,
     /// Each event read is numbered with it; a mark moves it on.
     seq: u64,
     /// No mark before it is vouched for: events were lost.
     valid_from: u64,
+    /// The sequence number of the last event on any directory, or of a watch that went.
+    latest: Option<u64>,
     /// Watches still to be added.
     room: usize,
 }
@@ -77,16 +97,21 @@ pub fn start() {
     let Ok(fd) = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) else {
         return;
     };
+    let Ok(mounts) = std::fs::File::open("/proc/self/mountinfo") else {
+        return;
+    };
     let user_watches = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
         .ok()
         .and_then(|s| s.trim().parse::<usize>().ok())
         .unwrap_or(8192);
     *w = Some(Watch {
         fd,
+        mounts,
         by_path: HashMap::new(),
         watched: HashMap::new(),
         seq: 0,
         valid_from: 0,
+        latest: None,
         room: (user_watches / SHARE_OF_USER_WATCHES).min(MOST_WATCHES),
     });
 }
@@ -104,20 +129,35 @@ pub(super) fn mark() -> Option<Mark> {
 }
 
 /// Watches `dir` from now on, if there is room: call it before the directory is stamped or
-/// listed.
-pub(super) fn add(dir: &Path) {
-    if let Some(w) = watch().as_mut() {
-        w.add(dir);
-    }
+/// listed by the search at `mark`. Whether it is watched in time for that search.
+pub(super) fn add(dir: &Path, mark: Mark) -> bool {
+    watch().as_mut().is_some_and(|w| w.add(dir, mark))
 }
 
-/// Watches each of `dirs` (as [`add`]).
-pub(super) fn add_all<'a>(dirs: impl Iterator<Item = &'a Path>) {
-    if let Some(w) = watch().as_mut() {
-        for d in dirs {
-            w.add(d);
-        }
+/// Watches each of `dirs` (as [`add`]); whether all are.
+pub(super) fn add_all<'a>(dirs: impl Iterator<Item = &'a Path>, mark: Mark) -> bool {
+    let mut guard = watch();
+    let Some(w) = guard.as_mut() else {
+        return false;
+    };
+    let mut all = true;
+    for d in dirs {
+        all &= w.add(d, mark);
     }
+    all
+}
+
+/// Whether no watched directory has had an event since the search at `mark`, none lost.
+pub(super) fn still_since(mark: Mark) -> bool {
+    let mut guard = watch();
+    let Some(w) = guard.as_mut() else {
+        return false;
+    };
+    if !w.drain() {
+        *guard = None;
+        return false;
+    }
+    w.valid_from <= mark && w.latest.is_none_or(|l| l < mark)
 }
 
 /// For each of `dirs`, whether its entries are known unchanged since the search at `mark`:
@@ -144,17 +184,22 @@ pub(super) fn quiet<'a>(dirs: impl Iterator<Item = &'a Path>, mark: Mark) -> Vec
 }
 
 impl Watch {
-    fn add(&mut self, dir: &Path) {
+    fn add(&mut self, dir: &Path, mark: Mark) -> bool {
         if self.room == 0 {
-            return;
+            return false;
+        }
+        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+        let local = rustix::fs::statfs(dir).is_ok_and(|fs| LOCAL.contains(&(fs.f_type as i64)));
+        if !local {
+            return false;
         }
         let wd = match inotify::add_watch(&self.fd, dir, EVENTS) {
             Ok(wd) => wd,
             Err(rustix::io::Errno::NOSPC) => {
                 self.room = 0;
-                return;
+                return false;
             }
-            Err(_) => return,
+            Err(_) => return false,
         };
         let key = super::key(dir).to_owned();
         if let Some(old) = self.by_path.insert(key.clone(), wd)
@@ -173,13 +218,28 @@ impl Watch {
                 last: None,
             }
         });
+        let in_time = x.since <= mark;
         if !x.paths.contains(&key) {
             x.paths.push(key);
         }
+        in_time
     }
 
     /// Reads the events queued so far; false when the watch cannot be read any more.
     fn drain(&mut self) -> bool {
+        let mut table = [PollFd::new(&self.mounts, PollFlags::PRI)];
+        match rustix::event::poll(&mut table, Some(&Default::default())) {
+            Ok(0) => {}
+            Ok(_) => {
+                // Read to its end, the table is quiet again until the next change.
+                self.valid_from = self.seq + 1;
+                let mut all = Vec::new();
+                if self.mounts.rewind().is_err() || self.mounts.read_to_end(&mut all).is_err() {
+                    return false;
+                }
+            }
+            Err(_) => return false,
+        }
         let mut buf = [MaybeUninit::<u8>::uninit(); 16 * 1024];
         let mut events = inotify::Reader::new(&self.fd, &mut buf);
         loop {
@@ -204,6 +264,7 @@ impl Watch {
                     }
                     self.room += 1;
                 }
+                self.latest = Some(self.seq);
                 continue;
             }
             // A name's own attributes (a build touching files) leave the directory's entries
@@ -214,6 +275,7 @@ impl Watch {
             }
             if let Some(x) = self.watched.get_mut(&wd) {
                 x.last = Some(self.seq);
+                self.latest = Some(self.seq);
             }
         }
     }
