@@ -282,20 +282,7 @@ struct Search<'a> {
 /// Finds the git metadata in and reachable from `roots` (the writable places), looking at
 /// no more than `limit` directory entries.
 pub fn scan(roots: &[PathBuf], limit: usize) -> GitMeta {
-    let mut s = Search {
-        roots,
-        left: limit,
-        seen: HashSet::new(),
-        known: HashSet::new(),
-        read: HashMap::new(),
-        missed_watch: false,
-        dirs: Vec::new(),
-        shared: None,
-        out: GitMeta {
-            mark: watch::mark(),
-            ..GitMeta::default()
-        },
-    };
+    let mut s = Search::new(roots, limit);
     for root in roots {
         s.walk(root);
     }
@@ -309,20 +296,7 @@ pub fn scan(roots: &[PathBuf], limit: usize) -> GitMeta {
 /// The result's directories are those unchanged, with the stamps they had, and those read
 /// again: a search from it is as good as one from a whole walk.
 pub fn rescan(before: &GitMeta, roots: &[PathBuf], limit: usize) -> GitMeta {
-    let mut s = Search {
-        roots,
-        left: limit,
-        seen: HashSet::new(),
-        known: HashSet::new(),
-        read: HashMap::new(),
-        missed_watch: false,
-        dirs: Vec::new(),
-        shared: None,
-        out: GitMeta {
-            mark: watch::mark(),
-            ..GitMeta::default()
-        },
-    };
+    let mut s = Search::new(roots, limit);
     // Nothing changed since the search before, by the kernel's word, and every directory of it
     // was watched by then: its directories are the tree's as they are, if the places searched
     // are still where they were.
@@ -388,6 +362,24 @@ pub(crate) fn gitfile_target(file: &Path) -> Option<PathBuf> {
 }
 
 impl<'a> Search<'a> {
+    /// A search of `roots` starting now, with its mark when directories are watched.
+    fn new(roots: &'a [PathBuf], limit: usize) -> Search<'a> {
+        Search {
+            roots,
+            left: limit,
+            seen: HashSet::new(),
+            known: HashSet::new(),
+            read: HashMap::new(),
+            missed_watch: false,
+            dirs: Vec::new(),
+            shared: None,
+            out: GitMeta {
+                mark: watch::mark(),
+                ..GitMeta::default()
+            },
+        }
+    }
+
     /// The directories of `before` still there, as a walk would reach them: one whose parent
     /// went, or became a link, is not looked at by its path (which would go through the link,
     /// where a walk never goes). `before.dirs` lists parents first, as a walk reads them; each

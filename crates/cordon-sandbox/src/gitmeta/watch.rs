@@ -17,7 +17,6 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io::{Read, Seek};
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -120,10 +119,7 @@ pub fn start() {
 pub(super) fn mark() -> Option<Mark> {
     let mut guard = watch();
     let w = guard.as_mut()?;
-    if !w.drain() {
-        *guard = None;
-        return None;
-    }
+    w.drain();
     w.seq += 1;
     Some(w.seq)
 }
@@ -153,10 +149,7 @@ pub(super) fn still_since(mark: Mark) -> bool {
     let Some(w) = guard.as_mut() else {
         return false;
     };
-    if !w.drain() {
-        *guard = None;
-        return false;
-    }
+    w.drain();
     w.valid_from <= mark && w.latest.is_none_or(|l| l < mark)
 }
 
@@ -168,10 +161,7 @@ pub(super) fn quiet<'a>(dirs: impl Iterator<Item = &'a Path>, mark: Mark) -> Vec
     let Some(w) = guard.as_mut() else {
         return dirs.map(|_| false).collect();
     };
-    if !w.drain() {
-        *guard = None;
-        return dirs.map(|_| false).collect();
-    }
+    w.drain();
     let vouched = w.valid_from <= mark;
     dirs.map(|d| {
         vouched
@@ -225,19 +215,23 @@ impl Watch {
         in_time
     }
 
-    /// Reads the events queued so far; false when the watch cannot be read any more.
-    fn drain(&mut self) -> bool {
+    /// Reads the events queued so far. One that cannot be read (nor the mount table polled)
+    /// vouches for nothing from then on: the marks it gave stay in searches, so it is never
+    /// replaced by a new one counting from the start.
+    fn drain(&mut self) {
+        if !self.read_events() {
+            self.valid_from = u64::MAX;
+            self.room = 0;
+        }
+    }
+
+    fn read_events(&mut self) -> bool {
+        // The poll itself takes note of the change it reports: the next one reports only a
+        // later change.
         let mut table = [PollFd::new(&self.mounts, PollFlags::PRI)];
         match rustix::event::poll(&mut table, Some(&Default::default())) {
             Ok(0) => {}
-            Ok(_) => {
-                // Read to its end, the table is quiet again until the next change.
-                self.valid_from = self.seq + 1;
-                let mut all = Vec::new();
-                if self.mounts.rewind().is_err() || self.mounts.read_to_end(&mut all).is_err() {
-                    return false;
-                }
-            }
+            Ok(_) => self.valid_from = self.seq + 1,
             Err(_) => return false,
         }
         let mut buf = [MaybeUninit::<u8>::uninit(); 16 * 1024];
