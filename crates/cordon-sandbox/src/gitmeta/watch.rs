@@ -13,7 +13,7 @@
 //! changes may come from elsewhere (a network's, FUSE, overlayfs: only local file systems are
 //! watched), and every directory up to a mark taken after the queue overflowed or the mount
 //! table changed (a mount over a directory changes where its path leads, with no event). A
-//! read that fails stops the watch for good.
+//! watch that cannot be read vouches for nothing from then on.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
