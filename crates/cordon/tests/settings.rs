@@ -238,6 +238,49 @@ fn a_broken_settings_file_is_named_with_its_line_and_the_key_meant() {
     );
 }
 
+/// A FIFO (or a device) where a settings file belongs held every cordon that read it for ever:
+/// the read waited for a writer that never came, an agent's hook with it. Now it is refused at
+/// once with the file named. Both places a FIFO is not skipped on the way: the managed file
+/// and the user's. `config show` and a run each read them.
+fn a_fifo_where_settings_belong_is_refused_not_waited_on() {
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::new();
+    let l = Layers::new(&sb);
+    let user = l.home.join(".config/cordon/cordon.toml");
+    for fifo in [&l.managed, &user] {
+        let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).expect("path");
+        // SAFETY: a valid C string, and mkfifo takes no other pointer.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        for args in [&["config", "show"][..], &["run", "--", "true"]] {
+            let mut cmd = Command::new(common::cordon_bin());
+            l.apply(&mut cmd);
+            let mut child = cmd
+                .args(args)
+                .current_dir(&sb.ws)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("cordon");
+            let started = std::time::Instant::now();
+            while child.try_wait().expect("wait").is_none() {
+                if started.elapsed() > std::time::Duration::from_secs(20) {
+                    let _ = child.kill();
+                    panic!("cordon {args:?} waited on the FIFO {}", fifo.display());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let o = child.wait_with_output().expect("output");
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains(&fifo.display().to_string()) && err.contains("not a regular file"),
+                "{args:?}: {err}"
+            );
+        }
+        std::fs::remove_file(fifo).expect("remove the FIFO");
+    }
+}
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/import")
@@ -1309,4 +1352,5 @@ common::tests!(
     limits_memory_out_of_range_is_named,
     an_agent_profile_adds_its_own_and_a_managed_lock_keeps_its_hosts_out,
     doctor_blames_a_broken_settings_file_not_the_machine,
+    a_fifo_where_settings_belong_is_refused_not_waited_on,
 );

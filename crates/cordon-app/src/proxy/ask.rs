@@ -79,7 +79,7 @@ const REMEMBERED_HEADER: &str = "# Hosts answered \"always\" when cordon asked. 
 
 /// The remembered rules, checked: a broken file is an error naming it, not silence.
 pub fn remembered(path: &Path) -> anyhow::Result<Vec<String>> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match cordon_policy::load::read_settings_text(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),

@@ -284,7 +284,9 @@ pub fn content_fingerprint<'a>(paths: impl IntoIterator<Item = &'a Path>) -> u64
             }
             Ok(_) => {
                 p.hash(&mut h);
-                std::fs::read(&p).ok().hash(&mut h);
+                cordon_policy::load::read_settings_text(&p)
+                    .map_err(|e| e.to_string())
+                    .hash(&mut h);
             }
             Err(_) => {}
         }
@@ -303,7 +305,7 @@ pub fn read(places: &Places) -> anyhow::Result<Vec<(Layer, PathBuf, SettingsFile
     ];
     for (layer, path) in layers {
         let Some(path) = path else { continue };
-        let text = match std::fs::read_to_string(path) {
+        let text = match cordon_policy::load::read_settings_text(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),

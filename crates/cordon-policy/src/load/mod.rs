@@ -4,12 +4,14 @@
 mod diagnostic;
 mod file;
 mod remember;
+mod text;
 
 use std::path::{Path, PathBuf};
 
 pub use diagnostic::{IssueKind, LoadIssue, Severity};
 pub use file::{ParsedFile, parse_policy_text, parse_policy_text_with};
 pub use remember::remember_always_allow;
+pub use text::{MAX_SETTINGS_BYTES, read_settings_text};
 
 use crate::checkers::CheckerRule;
 use crate::rule::{CommandCondition, Matcher, Rule, RuleSource, ToolPattern};
@@ -220,7 +222,7 @@ fn load_dir(set: &mut PolicySet, dir: &Path, tier: Tier, sources: &PolicySources
             set.issues.push(problem);
             continue;
         }
-        match std::fs::read_to_string(&file) {
+        match read_settings_text(&file) {
             Ok(text) => {
                 let name = file
                     .file_name()

@@ -122,7 +122,7 @@ pub fn remember_always_allow(
     let rule = rule_text(call, mode)?;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let path = dir.join("auto-saved.toml");
-    let existing = match std::fs::read_to_string(&path) {
+    let existing = match super::read_settings_text(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
