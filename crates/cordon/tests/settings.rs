@@ -240,8 +240,8 @@ fn a_broken_settings_file_is_named_with_its_line_and_the_key_meant() {
 
 /// A FIFO (or a device) where a settings file belongs held every cordon that read it for ever:
 /// the read waited for a writer that never came, an agent's hook with it. Now it is refused at
-/// once with the file named. Both places a FIFO is not skipped on the way: the managed file
-/// and the user's. `config show` and a run each read them.
+/// once with the file named, at the two places read without a look first (the managed file
+/// and the user's), by `config show` and by a run.
 fn a_fifo_where_settings_belong_is_refused_not_waited_on() {
     use std::os::unix::ffi::OsStrExt;
     let sb = Sandbox::new();

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 pub use diagnostic::{IssueKind, LoadIssue, Severity};
 pub use file::{ParsedFile, parse_policy_text, parse_policy_text_with};
 pub use remember::remember_always_allow;
-pub use text::{MAX_SETTINGS_BYTES, read_settings_text};
+pub use text::read_settings_text;
 
 use crate::checkers::CheckerRule;
 use crate::rule::{CommandCondition, Matcher, Rule, RuleSource, ToolPattern};
