@@ -1799,6 +1799,109 @@ fn a_hidden_file_the_host_replaced_stays_hidden_from_the_next_warm_command() {
     );
 }
 
+/// A warm command's bash is started ahead and handed the command before its `main`
+/// (`prestart.rs`). What the command sees of its shell is what a cold run's exec gives it: its
+/// arguments, options, environment, limits, descriptors and directory, and what `ps` reads of
+/// it (`/proc/PID/cmdline` and `environ`); nothing of the
+/// hand-over (the keeper's socket, the library's descriptor, the variables that loaded it) is
+/// left to it.
+fn bash_started_ahead_sees_what_an_exec_gives_it() {
+    let sb = Sandbox::with_mode(Mode::Warm);
+    // A CPU limit, which the hand-over sets. The process limit is left out: a warm command's
+    // is the session's whole, its own share being its PID namespace's `pid_max`.
+    let config = sb.outside.join("config");
+    std::fs::create_dir_all(config.join("cordon")).expect("mkdir");
+    std::fs::write(
+        config.join("cordon/cordon.toml"),
+        "[limits]\ncpu_time = 77\n",
+    )
+    .expect("write");
+    let managed = sb.outside.join("managed.toml");
+    let probe = r#"printf '%s|' "$0" "$#" "$BASH_EXECUTION_STRING" "$-" "$SHELLOPTS" "$BASHOPTS"; echo; ls /proc/$$/fd | tr '\n' ' '; echo; env | sort | grep -v -E '^(_|CORDON_NO_WARM)='; tr '\0' ' ' </proc/$$/cmdline; echo; tr '\0' '\n' </proc/$$/environ | grep -v '^CORDON_NO_WARM='; ulimit -a | grep -v -e '(-u)'; umask; pwd"#;
+    let seen = |more: &[(&str, &Path)]| {
+        let mut env = vec![
+            ("XDG_CONFIG_HOME", config.as_path()),
+            ("CORDON_MANAGED_SETTINGS", managed.as_path()),
+        ];
+        env.extend(more);
+        let mut c = Client::start_env(&sb, &[], &env);
+        c.send(&run("probe", probe));
+        let probed = c.event("exited", "probe");
+        assert_eq!(probed["exit_code"], 0, "{probed}");
+        // Not its last command, which bash would exec in its own place.
+        c.send(&run(
+            "maps",
+            "grep -c cordon-bash-preload /proc/$$/maps; true",
+        ));
+        c.event("exited", "maps");
+        let seen = (warm(&probed), c.streamed("probe"), c.streamed("maps"));
+        c.finish();
+        seen
+    };
+    let (was_warm, ahead, maps) = seen(&[]);
+    assert!(was_warm, "the probe did not run warm");
+    assert!(
+        maps.trim().parse::<u32>().unwrap_or(0) > 0,
+        "the warm command's bash was not the one started ahead: {maps:?}"
+    );
+    let (was_warm, exec, maps) = seen(&[("CORDON_NO_WARM", Path::new("1"))]);
+    assert!(!was_warm && maps.trim() == "0", "the cold probe: {maps:?}");
+    assert_eq!(ahead, exec, "bash started ahead differs from bash exec'd");
+    assert!(
+        ahead.lines().nth(1) == Some("0 1 2 ")
+            && ahead.contains("(seconds, -t) 77\n")
+            && !ahead.contains("CORDON_BASH_PRELOAD")
+            && !ahead.contains("LD_PRELOAD"),
+        "the hand-over left something to the command: {ahead}"
+    );
+}
+
+/// The C library reads a few variables before bash's `main` (`GLIBC_TUNABLES` here), which a
+/// bash started ahead read from its placeholder: a command whose environment sets one gets a
+/// bash exec'd for it, in the same warm sandbox, and sees its variable.
+fn a_command_with_variables_the_loader_reads_gets_a_bash_of_its_own() {
+    let sb = Sandbox::with_mode(Mode::Warm);
+    let config = sb.outside.join("config");
+    std::fs::create_dir_all(config.join("cordon")).expect("mkdir");
+    let managed = sb.outside.join("managed.toml");
+    let env = [
+        ("XDG_CONFIG_HOME", config.as_path()),
+        ("CORDON_MANAGED_SETTINGS", managed.as_path()),
+        ("GLIBC_TUNABLES", Path::new("glibc.malloc.perturb=0")),
+    ];
+    let look = "echo \"tunables=${GLIBC_TUNABLES-unset}\"; grep -c cordon-bash-preload /proc/$$/maps; true";
+    let mut c = Client::start_env(&sb, &[], &env);
+    c.send(&run("withheld", look));
+    let withheld = c.event("exited", "withheld");
+    let seen = c.streamed("withheld");
+    assert!(warm(&withheld), "{withheld}");
+    assert!(
+        seen.starts_with("tunables=unset\n") && !seen.ends_with("\n0\n"),
+        "{seen}"
+    );
+    std::fs::write(
+        config.join("cordon/cordon.toml"),
+        "[env]\nkeep = [\"GLIBC_TUNABLES\"]\n",
+    )
+    .expect("write");
+    for id in ["kept", "kept-again"] {
+        c.send(&run(id, look));
+        let kept = c.event("exited", id);
+        assert!(warm(&kept) && kept["exit_code"] == 0, "{kept}");
+        assert_eq!(
+            c.streamed(id),
+            "tunables=glibc.malloc.perturb=0\n0\n",
+            "{id}: not a bash of its own, or without its variable"
+        );
+        assert_eq!(
+            c.event("started", id)["pid"],
+            c.event("started", "withheld")["pid"],
+            "{id} did not run in the same warm sandbox"
+        );
+    }
+    c.finish();
+}
+
 common::tests!(
     "exec.rs":
     runs_side_by_side_each_start_where_cordons_state_directory_was_missing,
@@ -1835,6 +1938,8 @@ common::tests!(
     warm_commands_side_by_side_cannot_reach_each_other,
     a_changed_spec_gets_a_sandbox_of_its_own,
     a_killed_warm_sandbox_is_replaced,
+    bash_started_ahead_sees_what_an_exec_gives_it,
+    a_command_with_variables_the_loader_reads_gets_a_bash_of_its_own,
     a_killed_exec_leaves_nothing_a_warm_command_planted,
     a_protected_path_made_after_the_sandbox_is_read_only_for_the_next_command,
     a_protected_file_the_host_replaced_stays_read_only_for_the_next_warm_command,

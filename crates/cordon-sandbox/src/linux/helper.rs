@@ -8,6 +8,7 @@
 //! restricts itself with Landlock and seccomp, and execs. PID 1 stays to reap and to pass the
 //! command's status back. Without namespaces the helper runs `fallback.rs` instead.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -1155,14 +1156,23 @@ pub(super) fn launch(spec: &SandboxSpec, tmpdir: &str) -> Failure {
     cmd.arg0(program)
         .args(args)
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .env("TMPDIR", tmpdir);
+        .envs(command_env(&spec.env, tmpdir));
     let e = cmd.exec();
     let code = match e.kind() {
         std::io::ErrorKind::NotFound => exit::NOT_FOUND,
         _ => exit::CANNOT_EXECUTE,
     };
     Failure(code, "exec", format!("{program}: {e}"))
+}
+
+/// The environment a command starts with: `env` with `TMPDIR` set to the sandbox's own, one
+/// entry per name (the last given), in the order of their names, as an exec by
+/// [`std::process::Command`] lays it out. A command started ahead ([`super::prestart`]) gets
+/// the same.
+pub(super) fn command_env(env: &[(String, String)], tmpdir: &str) -> BTreeMap<String, String> {
+    let mut all: BTreeMap<String, String> = env.iter().cloned().collect();
+    all.insert("TMPDIR".into(), tmpdir.into());
+    all
 }
 
 /// Finds `program` as a shell would: a name with a slash is used as it is; otherwise the first

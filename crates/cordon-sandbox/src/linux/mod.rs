@@ -15,6 +15,7 @@ pub mod doctor;
 mod fallback;
 mod helper;
 mod landlock_rules;
+mod prestart;
 mod seccomp;
 mod supervise;
 mod sys;

@@ -797,6 +797,16 @@ pub fn dup(fd: libc::c_int) -> io::Result<std::os::fd::OwnedFd> {
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(new) })
 }
 
+/// A second descriptor for the same open file that an `execve` passes on (not close-on-exec),
+/// numbered 3 or higher.
+pub fn dup_inheritable(fd: libc::c_int) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_DUPFD takes integer arguments only.
+    let new = check(unsafe { libc::fcntl(fd, libc::F_DUPFD, 3) })?;
+    // SAFETY: `new` was just opened by this call and is owned by nothing else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(new) })
+}
+
 /// `dup2()`: makes `target` refer to what `fd` refers to (without close-on-exec).
 pub fn dup2(fd: libc::c_int, target: libc::c_int) -> io::Result<()> {
     // SAFETY: dup2 takes integer arguments only; replacing `target` is the point.

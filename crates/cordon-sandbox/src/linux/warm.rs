@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::helper::{self, Channel, Failure, code_of, report, tell};
+use super::prestart::{self, Preload};
 use super::{ERROR_FD, GUARD_FD, HELPER_ARG, RunError, RunOutcome, SPEC_FD, WARM_FD, sys};
 use crate::{Isolation, Limits, NetworkMode, RunGuard, SandboxSpec, exit};
 
@@ -160,7 +161,9 @@ impl WarmSandbox {
         let view = ViewIdentity::of(spec);
         let mut spec = spec.clone();
         spec.argv.clear();
-        spec.env.clear();
+        // Each command brings its own environment; only what the loader reads is kept, so
+        // that bash started ahead of a command is loaded as one exec'd for it ([`prestart`]).
+        spec.env = prestart::loader_env(&spec.env).into_iter().collect();
         // The zygote's PID namespace holds every command's: only each command's own is bounded.
         spec.limits = Limits::default();
         let payload =
@@ -375,6 +378,7 @@ pub(super) fn serve(spec: &SandboxSpec, control: OwnedFd, errors: &mut Channel) 
     sys::reap_children_automatically(true);
     // Every command of the sandbox gets the same filter: built once.
     let filter = super::seccomp::build(!spec.unix_sockets.is_empty(), Default::default());
+    let preload = Preload::new(spec);
     if rustix::net::send(&control, b"r", rustix::net::SendFlags::empty()).is_err() {
         sys::exit_now(i32::from(exit::SETUP_FAILED));
     }
@@ -386,7 +390,7 @@ pub(super) fn serve(spec: &SandboxSpec, control: OwnedFd, errors: &mut Channel) 
         match sys::clone_into_namespaces(flags) {
             Ok(None) => {
                 drop(taken);
-                ready_keeper(spec, control, said, &filter)
+                ready_keeper(spec, control, said, &filter, preload.as_ref())
             }
             Ok(Some(_)) => {
                 drop(said);
@@ -501,29 +505,21 @@ fn ready_keeper(
     control: OwnedFd,
     mut said: std::io::PipeWriter,
     filter: &Result<seccompiler::BpfProgram, String>,
+    preload: Option<&Preload>,
 ) -> ! {
     let _ = sys::die_with_parent(libc::SIGKILL);
     sys::reap_children_automatically(false);
+    let filter = || {
+        filter
+            .as_ref()
+            .map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e.clone()))
+    };
     // A failure here is the command's to hear, once it comes.
     let ahead = fresh_view(spec).and_then(|pid_max| {
-        let filter = filter
-            .as_ref()
-            .map_err(|e| Failure(exit::SETUP_FAILED, "seccomp", e.clone()))?;
-        let (to_command, theirs) =
-            UnixStream::pair().map_err(|e| Failure::io("socketpair", e, "to the command"))?;
-        let (early, early_writer) =
-            std::io::pipe().map_err(|e| Failure::io("pipe", e, "from the command"))?;
-        match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
-            None => {
-                // The zygote's socket and word pipe are the keeper's alone; this process
-                // never returns to where they are owned.
-                sys::close(control.as_raw_fd());
-                sys::close(said.as_raw_fd());
-                drop((to_command, early, pid_max));
-                await_command(spec, filter, theirs, early_writer)
-            }
-            Some(pid) => Ok((pid, pid_max, to_command, early)),
-        }
+        // The zygote's socket and word pipe are the keeper's alone, as is `pid_max`.
+        let keepers = [control.as_raw_fd(), said.as_raw_fd(), pid_max.as_raw_fd()];
+        let process = CommandProcess::make(spec, filter()?, preload, &keepers)?;
+        Ok((process, pid_max))
     });
     let fds = match receive(&control) {
         Ok(Some(fds)) => fds,
@@ -542,7 +538,10 @@ fn ready_keeper(
         .try_clone()
         .ok()
         .map(|s| std::fs::File::from(OwnedFd::from(s)));
-    match ahead.and_then(|ahead| hand_over(ahead, [i, o, e], &socket, &mut channel)) {
+    let remake = || CommandProcess::make(spec, filter()?, None, &[]);
+    let handed =
+        ahead.and_then(|ahead| hand_over(ahead, [i, o, e], &socket, &mut channel, preload, remake));
+    match handed {
         Ok((command, request, lines)) => supervise(command, &request, &socket, lines, channel),
         Err(f) => report(&mut channel, &f),
     }
@@ -568,16 +567,85 @@ fn fresh_view(spec: &SandboxSpec) -> Result<std::fs::File, Failure> {
     Ok(pid_max)
 }
 
+/// The command's process as its keeper holds it.
+struct CommandProcess {
+    pid: libc::pid_t,
+    to_command: UnixStream,
+    /// What confining it said, or why it failed.
+    early: std::io::PipeReader,
+}
+
+impl CommandProcess {
+    /// Forks the command's process ([`await_command`]); `keepers`: descriptors of the keeper's
+    /// that the process closes at once (it never returns to where they are owned).
+    fn make(
+        spec: &SandboxSpec,
+        filter: &seccompiler::BpfProgram,
+        preload: Option<&Preload>,
+        keepers: &[std::os::fd::RawFd],
+    ) -> Result<CommandProcess, Failure> {
+        let (to_command, theirs) =
+            UnixStream::pair().map_err(|e| Failure::io("socketpair", e, "to the command"))?;
+        let (early, early_writer) =
+            std::io::pipe().map_err(|e| Failure::io("pipe", e, "from the command"))?;
+        match sys::fork().map_err(|e| Failure::io("fork", e, ""))? {
+            None => {
+                for &fd in keepers {
+                    sys::close(fd);
+                }
+                drop((to_command, early));
+                await_command(spec, filter, theirs, early_writer, preload)
+            }
+            Some(pid) => Ok(CommandProcess {
+                pid,
+                to_command,
+                early,
+            }),
+        }
+    }
+
+    /// What confining it said, or why it failed: once it is confined, or has ended.
+    fn said(&mut self) -> Vec<u8> {
+        let mut said = Vec::new();
+        let _ = self.early.read_to_end(&mut said);
+        said
+    }
+
+    /// How it waits for the command, once it does: as bash started ahead ([`prestart`]), or
+    /// as itself. `None`: it ended first (it failed to confine, or bash could not be started
+    /// with the library).
+    fn waits(&self) -> Option<Waits> {
+        let mut word = [0u8; 1];
+        match (&self.to_command).read(&mut word) {
+            Ok(1) if word[0] == prestart::WAITING => Some(Waits::AsBash),
+            Ok(1) if word[0] == WAITING => Some(Waits::AsItself),
+            _ => None,
+        }
+    }
+}
+
+/// What the command's process says on the keeper's socket once it waits as itself.
+const WAITING: u8 = b'R';
+
+#[derive(PartialEq)]
+enum Waits {
+    AsBash,
+    AsItself,
+}
+
 /// The command's process, made ahead: confined as a cold run confines its command (the
-/// walls do not depend on the command), then waiting on `keeper` for its standard input,
-/// output and error, the command's socket, and the request; it sets the request's limits and
-/// becomes the command. What confining said (or why it failed) goes to `early`, which it
-/// closes before it waits.
+/// walls do not depend on the command), then, with `preload`, bash waiting for the command
+/// ([`prestart`]); otherwise (or where bash cannot be started so) waiting on `keeper` for its
+/// standard input, output and error, the command's socket, and the request, after which it
+/// sets the request's limits and becomes the command. Either way it says which on `keeper`
+/// once it waits. What confining said (or why it failed) goes to `early`, which it closes
+/// before it waits.
 fn await_command(
     spec: &SandboxSpec,
     filter: &seccompiler::BpfProgram,
     keeper: UnixStream,
     early: std::io::PipeWriter,
+    preload: Option<&Preload>,
 ) -> ! {
     let mut early: Channel = Some(std::fs::File::from(OwnedFd::from(early)));
     let walls = helper::namespaced_walls(spec);
@@ -592,6 +660,13 @@ fn await_command(
         report(&mut early, &f)
     }
     drop(early);
+    if let Some(preload) = preload {
+        // Could not: this process takes the command instead, as it would without.
+        let _ = preload.exec_ahead(&keeper);
+    }
+    if (&keeper).write_all(&[WAITING]).is_err() {
+        sys::exit_now(i32::from(exit::SETUP_FAILED))
+    }
     let Ok(Ok([i, o, e, socket])) = crate::handoff::receive(&keeper).map(<[OwnedFd; 4]>::try_from)
     else {
         sys::exit_now(i32::from(exit::SETUP_FAILED))
@@ -623,18 +698,18 @@ fn await_command(
 }
 
 /// Once a command came: what its process said while confined goes first on the command's
-/// socket; the request is read, its process limit set, and the command's process given its
-/// descriptors and request. Returns that process, the request, and the socket's reader.
+/// socket; the request is read and its process limit set. A bash waiting ahead that cannot
+/// run the command as an exec would ([`Preload::fits`]), or a process started with the library
+/// that ended before it waited, is let go, and a process made by `remake` (one that execs the
+/// command) takes its place. The process is given its descriptors and request. Returns that
+/// process, the request, and the socket's reader.
 fn hand_over(
-    (command, pid_max, to_command, mut early): (
-        libc::pid_t,
-        std::fs::File,
-        UnixStream,
-        std::io::PipeReader,
-    ),
+    (mut process, pid_max): (CommandProcess, std::fs::File),
     stdio: [OwnedFd; 3],
     socket: &UnixStream,
     channel: &mut Channel,
+    preload: Option<&Preload>,
+    remake: impl FnOnce() -> Result<CommandProcess, Failure>,
 ) -> Result<(libc::pid_t, WarmCommand, Lines), Failure> {
     for (n, fd) in stdio.iter().enumerate() {
         if !sys::is_pipe_or_socket(fd.as_raw_fd()) {
@@ -645,31 +720,51 @@ fn hand_over(
             ));
         }
     }
-    let mut said = Vec::new();
-    let _ = early.read_to_end(&mut said);
-    if let Some(c) = channel.as_mut() {
-        let _ = c.write_all(&said);
-    }
+    let mut said = process.said();
     let mut lines = Lines::default();
     let line = lines
         .next(socket)
         .ok_or_else(|| Failure(exit::SETUP_FAILED, "request", "no request".into()))?;
     let request = serde_json::from_slice::<WarmCommand>(&line)
         .map_err(|e| Failure(exit::SETUP_FAILED, "request", e.to_string()))?;
-    if let Some(n) = request.limits.pid_max {
-        helper::set_pid_max(pid_max, n)?;
+    // Set before anything more is forked, which then does not hold it.
+    match request.limits.pid_max {
+        Some(n) => helper::set_pid_max(pid_max, n)?,
+        None => drop(pid_max),
+    }
+    let mut waits = process.waits();
+    let takes_it = match waits {
+        Some(Waits::AsItself) => true,
+        Some(Waits::AsBash) => preload.is_some_and(|p| p.fits(&request)),
+        // Without the library, it failed to confine: what it said tells why.
+        None => preload.is_none(),
+    };
+    if !takes_it {
+        // A bash waiting ends, having said nothing, at the end of its socket.
+        let pid = process.pid;
+        drop(process);
+        let _ = sys::wait(pid);
+        process = remake()?;
+        said = process.said();
+        waits = process.waits();
+    }
+    if let Some(c) = channel.as_mut() {
+        let _ = c.write_all(&said);
     }
     let theirs = socket
         .try_clone()
         .map_err(|e| Failure::io("socket", e, "for the command"))?;
     let [i, o, e] = stdio;
+    let fds = [i, o, e, OwnedFd::from(theirs)];
     // A command process that died confining cannot take them; how it ended is told below.
-    if crate::handoff::send(&to_command, &[i, o, e, OwnedFd::from(theirs)]).is_ok() {
+    if waits == Some(Waits::AsBash) {
+        let _ = prestart::hand(&process.to_command, fds, &request);
+    } else if crate::handoff::send(&process.to_command, &fds).is_ok() {
         let mut request_line = line;
         request_line.push(b'\n');
-        let _ = (&to_command).write_all(&request_line);
+        let _ = (&process.to_command).write_all(&request_line);
     }
-    Ok((command, request, lines))
+    Ok((process.pid, request, lines))
 }
 
 /// Until the command ends: signals from the starter go to its process group; the time limit,
