@@ -102,6 +102,8 @@ unsafe extern "C" fn take_command(argc: c_int, argv: *mut *const c_char, _: *con
         }
         // The library is loaded; its descriptor must not reach the command.
         close(library);
+        // Read while nothing waits on it.
+        let layout = layout();
         // Ready: the keeper reads this before it hands the command over.
         if write(socket, b"P".as_ptr().cast(), 1) != 1 {
             _exit(SETUP_FAILED);
@@ -177,6 +179,7 @@ unsafe extern "C" fn take_command(argc: c_int, argv: *mut *const c_char, _: *con
         // What `ps` and `pgrep -f` read of this bash and of the subshells it forks: the
         // strings are laid out as the kernel lays out an exec's, arguments then environment.
         show_as_exec(
+            layout,
             base as u64,
             (base as u64) + before_env(strings, count),
             (base as u64) + at as u64,
@@ -198,12 +201,47 @@ fn before_env(strings: &[u8], count: usize) -> u64 {
     at as u64
 }
 
+/// Where this process's code, data, heap and stack start and end, from `/proc/self/stat`
+/// (fields 26, 27, 45, 46, 47 and 28); these stay as the exec made them.
+struct Layout([u64; 6]);
+
+unsafe fn layout() -> Option<Layout> {
+    unsafe {
+        let mut stat = [0u8; 2048];
+        let fd = open(c"/proc/self/stat".as_ptr(), 0);
+        if fd < 0 {
+            return None;
+        }
+        let got = read(fd, stat.as_mut_ptr().cast(), stat.len() - 1);
+        close(fd);
+        let got = usize::try_from(got).ok()?;
+        // The fields after the command's name, which may hold anything but ends at the last
+        // `)`; the first of them is the third field.
+        let end = stat[..got].iter().rposition(|&b| b == b')')?;
+        let mut fields = [0u64; 48];
+        let after = stat[end + 1..got]
+            .split(|&b| b == b' ')
+            .filter(|f| !f.is_empty());
+        for (i, field) in after.enumerate() {
+            if let Some(slot) = fields.get_mut(i + 3) {
+                *slot = field
+                    .iter()
+                    .take_while(|b| b.is_ascii_digit())
+                    .fold(0u64, |n, &b| {
+                        n.wrapping_mul(10).wrapping_add(u64::from(b - b'0'))
+                    });
+            }
+        }
+        Some(Layout([26, 27, 45, 46, 47, 28].map(|i| fields[i])))
+    }
+}
+
 /// Points `/proc/self/cmdline` and `/proc/self/environ` at the strings from `arg_start` to
 /// `env_start` and on to `env_end`, with `PR_SET_MM_MAP` (no privilege needed when the
 /// executable and the auxiliary vector stay as they are); every other address it sets is
-/// given as it is, read from `/proc/self/stat`. Where the kernel has no such call they keep
-/// showing the placeholder bash was started with, which changes nothing bash does.
-unsafe fn show_as_exec(arg_start: u64, env_start: u64, env_end: u64) {
+/// given as it is. Where the kernel has no such call they keep showing the placeholder bash
+/// was started with, which changes nothing bash does.
+unsafe fn show_as_exec(layout: Option<Layout>, arg_start: u64, env_start: u64, env_end: u64) {
     const PR_SET_MM: c_int = 35;
     const PR_SET_MM_MAP: u64 = 14;
     #[repr(C)]
@@ -223,45 +261,28 @@ unsafe fn show_as_exec(arg_start: u64, env_start: u64, env_end: u64) {
         auxv_size: u32,
         exe_fd: u32,
     }
+    let Some(Layout(
+        [
+            start_code,
+            end_code,
+            start_data,
+            end_data,
+            start_brk,
+            start_stack,
+        ],
+    )) = layout
+    else {
+        return;
+    };
     unsafe {
-        let mut stat = [0u8; 2048];
-        let fd = open(c"/proc/self/stat".as_ptr(), 0);
-        if fd < 0 {
-            return;
-        }
-        let got = read(fd, stat.as_mut_ptr().cast(), stat.len() - 1);
-        close(fd);
-        let Ok(got) = usize::try_from(got) else {
-            return;
-        };
-        // The fields after the command's name, which may hold anything but ends at the last
-        // `)`; the first of them is the third field.
-        let Some(end) = stat[..got].iter().rposition(|&b| b == b')') else {
-            return;
-        };
-        let mut fields = [0u64; 52];
-        for (i, field) in stat[end + 1..got]
-            .split(|&b| b == b' ')
-            .filter(|f| !f.is_empty())
-            .enumerate()
-        {
-            if let Some(slot) = fields.get_mut(i + 3) {
-                *slot = field
-                    .iter()
-                    .take_while(|b| b.is_ascii_digit())
-                    .fold(0u64, |n, &b| {
-                        n.wrapping_mul(10).wrapping_add(u64::from(b - b'0'))
-                    });
-            }
-        }
         let map = MmMap {
-            start_code: fields[26],
-            end_code: fields[27],
-            start_data: fields[45],
-            end_data: fields[46],
-            start_brk: fields[47],
+            start_code,
+            end_code,
+            start_data,
+            end_data,
+            start_brk,
             brk: sbrk(0) as u64,
-            start_stack: fields[28],
+            start_stack,
             arg_start,
             arg_end: env_start,
             env_start,
