@@ -1817,7 +1817,9 @@ fn bash_started_ahead_sees_what_an_exec_gives_it() {
     )
     .expect("write");
     let managed = sb.outside.join("managed.toml");
-    let probe = r#"printf '%s|' "$0" "$#" "$BASH_EXECUTION_STRING" "$-" "$SHELLOPTS" "$BASHOPTS"; echo; ls /proc/$$/fd | tr '\n' ' '; echo; env | sort | grep -v -E '^(_|CORDON_NO_WARM)='; tr '\0' ' ' </proc/$$/cmdline; echo; tr '\0' '\n' </proc/$$/environ | grep -v '^CORDON_NO_WARM='; ulimit -a | grep -v -e '(-u)'; umask; pwd"#;
+    // The descriptors are listed into a file: in a pipeline, bash holds the pipe's own
+    // descriptors until it has forked both sides, and `ls` may see them.
+    let probe = r#"printf '%s|' "$0" "$#" "$BASH_EXECUTION_STRING" "$-" "$SHELLOPTS" "$BASHOPTS"; echo; ls /proc/$$/fd >/tmp/fds; tr '\n' ' ' </tmp/fds; echo; env | sort | grep -v -E '^(_|CORDON_NO_WARM)='; tr '\0' ' ' </proc/$$/cmdline; echo; tr '\0' '\n' </proc/$$/environ | grep -v '^CORDON_NO_WARM='; ulimit -a | grep -v -e '(-u)'; umask; pwd"#;
     let seen = |more: &[(&str, &Path)]| {
         let mut env = vec![
             ("XDG_CONFIG_HOME", config.as_path()),
