@@ -161,6 +161,8 @@ unsafe extern "C" fn take_command(argc: c_int, argv: *mut *const c_char, _: *con
         }
         let base = strings.as_ptr();
         let mut at = 0usize;
+        // `count` is bash's own argument count, so at least 1: this is always set.
+        let mut env_start = 0usize;
         for i in 0..count + envc {
             let Some(end) = strings[at..].iter().position(|&b| b == 0) else {
                 fail(channel, "request", b"a string without its end");
@@ -172,6 +174,9 @@ unsafe extern "C" fn take_command(argc: c_int, argv: *mut *const c_char, _: *con
                 *table.add(i - count) = s;
             }
             at += end + 1;
+            if i + 1 == count {
+                env_start = at;
+            }
         }
         *table.add(envc) = core::ptr::null();
         // `main` is handed `environ` as it is when the constructors are done.
@@ -181,24 +186,12 @@ unsafe extern "C" fn take_command(argc: c_int, argv: *mut *const c_char, _: *con
         show_as_exec(
             layout,
             base as u64,
-            (base as u64) + before_env(strings, count),
+            (base as u64) + env_start as u64,
             (base as u64) + at as u64,
         );
         close(channel);
         close(socket);
     }
-}
-
-/// Where the environment's strings start: after `count` strings ending in NUL.
-fn before_env(strings: &[u8], count: usize) -> u64 {
-    let mut at = 0;
-    for _ in 0..count {
-        at += strings[at..]
-            .iter()
-            .position(|&b| b == 0)
-            .map_or(0, |e| e + 1);
-    }
-    at as u64
 }
 
 /// Where this process's code, data, heap and stack start and end, from `/proc/self/stat`
